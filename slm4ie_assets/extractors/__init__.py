@@ -1,0 +1,1 @@
+"""Dataset extractors, one small module per raw format."""

@@ -1,0 +1,196 @@
+"""What every extractor shares: the input-file handle, the drop ledger, discovery, reading helpers.
+
+An extractor turns one input file into Documents. It knows nothing of Dagster, shards, JSON
+output or gzip; it reports what it could not read to the ledger and moves on (D6).
+"""
+
+import codecs
+import os
+import stat
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Iterator
+
+from ..schema import Document
+
+MAX_WARNINGS_KEPT = 100
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One unit of extraction: a file (or, for huggingface, a config directory)."""
+
+    path: Path
+    rel: str  # posix path relative to raw/<key>/
+
+    @property
+    def rel_stem(self) -> str:
+        """`rel` without its last suffix: `sub/a.b.txt` -> `sub/a.b` (ADDENDUM 4.1)."""
+        head, _, name = self.rel.rpartition("/")
+        stem = _stem(name)
+        return f"{head}/{stem}" if head else stem
+
+    @property
+    def stem(self) -> str:
+        return _stem(self.path.name)
+
+
+def _stem(name: str) -> str:
+    # Path.stem semantics: a leading dot is not a suffix separator (".hidden.txt" -> ".hidden")
+    i = name.rfind(".")
+    return name[:i] if i > 0 else name
+
+
+@dataclass
+class DropLedger:
+    """Everything skipped, counted by reason, with the first warnings kept verbatim."""
+
+    counts: Counter = field(default_factory=Counter)
+    warnings: list = field(default_factory=list)
+
+    def add(self, reason: str, message: str) -> None:
+        self.counts[reason] += 1
+        if len(self.warnings) < MAX_WARNINGS_KEPT:
+            self.warnings.append(message)
+
+    def merge(self, counts: dict, warnings: list) -> None:
+        self.counts.update(counts)
+        room = MAX_WARNINGS_KEPT - len(self.warnings)
+        if room > 0:
+            self.warnings.extend(warnings[:room])
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+class ExtractContext:
+    """Per-shard context handed to an extractor: where the data is and where drops go."""
+
+    def __init__(self, dataset: str, root: Path, ledger: DropLedger | None = None, on_warning=None):
+        self.dataset = dataset
+        self.root = root
+        self.ledger = ledger if ledger is not None else DropLedger()
+        self._on_warning = on_warning
+
+    def drop(self, reason: str, file: InputFile, message: str, line: int | str | None = None) -> None:
+        where = f"{self.dataset}/{file.rel}" + (f":{line}" if line is not None else "")
+        text = f"{where}: {message} [{reason}]"
+        self.ledger.add(reason, text)
+        if self._on_warning is not None:
+            self._on_warning(text)
+
+
+class ExtractorError(Exception):
+    """A problem that fails the whole dataset (bad config discovered at run start, ...)."""
+
+
+class Extractor:
+    """Base class. Subclasses set `name`/`patterns` and implement `extract`."""
+
+    name: ClassVar[str] = ""
+    patterns: ClassVar[tuple[str, ...]] = ()  # name suffixes, e.g. (".txt",)
+    options: Any
+
+    def __init__(self, options: Any = None):
+        self.options = options
+
+    @classmethod
+    def parse_options(cls, raw: Any, where: str) -> Any:
+        """Validate the dataset's `metadata:` block at load time (D15); return a picklable value.
+        Raise `ValueError` with a message naming the field."""
+        return raw or {}
+
+    def prepare(self, root: Path) -> None:
+        """Run-start checks and lookups that need the raw folder (e.g. a TSV sidecar)."""
+
+    def list_inputs(self, root: Path) -> list[InputFile]:
+        return discover(root, self.patterns)
+
+    def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def fingerprint_of(self, file: InputFile) -> str:
+        """Cheap change detector from stat only (no content reads)."""
+        st = file.path.stat()
+        return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+# ----------------------------------------------------------------------------- discovery
+
+
+def sort_key(rel: str) -> tuple:
+    """Order of ADDENDUM 3.1: compare path components as code-point strings."""
+    return tuple(rel.split("/"))
+
+
+def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = None) -> list[InputFile]:
+    """Recursive discovery (ADDENDUM 3.1): hidden entries included, symlinked files included,
+    symlinked directories not descended, directories named like inputs ignored (D6)."""
+    found: list[InputFile] = []
+    stack = [("", str(root))]
+    while stack:
+        prefix, dirpath = stack.pop()
+        try:
+            entries = list(os.scandir(dirpath))
+        except OSError as exc:
+            if unreadable is not None:
+                unreadable.append(f"{prefix or '.'}: {exc.strerror or exc}")
+            continue
+        for entry in entries:
+            rel = f"{prefix}{entry.name}"
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((rel + "/", entry.path))
+                    continue
+                if not entry.name.endswith(suffixes):
+                    continue
+                if entry.is_file(follow_symlinks=True):
+                    found.append(InputFile(Path(entry.path), rel))
+            except OSError as exc:
+                if unreadable is not None:
+                    unreadable.append(f"{rel}: {exc.strerror or exc}")
+    found.sort(key=lambda f: sort_key(f.rel))
+    return found
+
+
+def is_regular_readable(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode) and os.access(path, os.R_OK)
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------- decoding
+
+_INVALID_SEEN = [0]
+
+
+def _escape_and_count(exc: UnicodeDecodeError):
+    _INVALID_SEEN[0] += 1
+    return codecs.surrogateescape_errors(exc)
+
+
+codecs.register_error("slm4ie_escape", _escape_and_count)
+
+
+def open_text(path: Path):
+    """Strict-UTF-8 text with universal newlines, where invalid bytes become escapes that
+    `invalid_count()` reports, so the reader can drop just the affected document (D6)."""
+    return open(path, "r", encoding="utf-8", errors="slm4ie_escape", newline=None)
+
+
+def invalid_count() -> int:
+    return _INVALID_SEEN[0]
+
+
+def has_escapes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
+BOM = "\ufeff"

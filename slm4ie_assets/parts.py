@@ -1,0 +1,402 @@
+"""Parts and publishing: the only code that writes under the output folder.
+
+Layout under `<output_dir>/`:
+
+    <key>.jsonl                  -> .slm4ie/<key>/current/<key>.jsonl          (symlink)
+    <key>.annotations.jsonl.gz   -> .slm4ie/<key>/current/<key>.annotations.jsonl.gz
+    .slm4ie/<key>/parts/         one part per shard: <id>.jsonl, <id>.ann.gz, <id>.uids, <id>.meta.json
+    .slm4ie/<key>/versions/<v>/  a complete published pair plus manifest.json
+    .slm4ie/<key>/current        -> versions/<v>   the commit point: one atomic rename swaps both files
+
+A part is committed by its `.meta.json`, written last; a publish by the rename of `current`.
+A reader therefore always sees a complete text file and the sidecar that belongs to it.
+"""
+
+import hashlib
+import os
+import shutil
+import time
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import orjson
+
+from .catalog import FORMAT_VERSION, DatasetSpec
+from .extractors.base import DropLedger, ExtractContext, Extractor
+from .gzipio import GzipMemberWriter, gzip_bytes
+from .schema import UnencodableValue, annotation_record, dumps, stub_record, text_record
+from .shards import Shard
+
+STATE_DIR = ".slm4ie"
+PARTIAL = ".partial"
+_UID_FLUSH = 1 << 16
+
+
+def uid_hash(u: str) -> int:
+    return int.from_bytes(hashlib.blake2b(u.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + PARTIAL)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class DatasetStore:
+    """Paths and state of one dataset under the output folder."""
+
+    def __init__(self, spec: DatasetSpec):
+        self.spec = spec
+        self.out = spec.output_dir
+        self.state = self.out / STATE_DIR / spec.key
+        self.parts = self.state / "parts"
+        self.versions = self.state / "versions"
+        self.current = self.state / "current"
+
+    # --- parts
+    def part_id(self, shard_key: str) -> str:
+        return hashlib.sha1(shard_key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+    def part_paths(self, shard_key: str) -> tuple[Path, Path, Path, Path]:
+        base = self.parts / self.part_id(shard_key)
+        return (base.with_suffix(".jsonl"), base.with_suffix(".ann.gz"), base.with_suffix(".uids"),
+                base.with_suffix(".meta.json"))
+
+    def read_part_meta(self, shard_key: str) -> dict | None:
+        meta_path = self.part_paths(shard_key)[3]
+        try:
+            return orjson.loads(meta_path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+
+    def part_is_current(self, shard: Shard, meta: dict | None = None) -> bool:
+        meta = meta if meta is not None else self.read_part_meta(shard.key)
+        return (meta is not None and meta.get("shard") == shard.key and meta.get("fingerprint") == shard.fingerprint
+                and meta.get("recipe") == self.spec.recipe)
+
+    # --- published
+    def published_manifest(self) -> dict | None:
+        try:
+            return orjson.loads((self.current / "manifest.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+
+    def is_published(self, shards: list[Shard]) -> bool:
+        manifest = self.published_manifest()
+        return (manifest is not None and manifest.get("recipe") == self.spec.recipe
+                and manifest.get("shards") == [[s.key, s.fingerprint] for s in shards]
+                and self.spec.text_path.exists())
+
+    def cleanup(self, keep_keys: Iterable[str] | None = None) -> int:
+        """Remove what an interrupted run left behind (D17): partial files, uncommitted parts,
+        unpublished versions, and parts of shards no longer planned. Returns files removed."""
+        removed = 0
+        if self.parts.is_dir():
+            committed = {p.name[: -len(".meta.json")] for p in self.parts.glob("*.meta.json")}
+            keep_ids = None if keep_keys is None else {self.part_id(k) for k in keep_keys}
+            for p in self.parts.iterdir():
+                pid = p.name.split(".", 1)[0]
+                stale = p.name.endswith(PARTIAL) or pid not in committed or (keep_ids is not None and pid not in keep_ids)
+                if stale:
+                    p.unlink(missing_ok=True)
+                    removed += 1
+        live = os.readlink(self.current) if self.current.is_symlink() else None
+        if self.versions.is_dir():
+            for v in self.versions.iterdir():
+                if live is None or Path(live).name != v.name:
+                    shutil.rmtree(v, ignore_errors=True)
+                    removed += 1
+        for p in (self.current.with_name("current" + PARTIAL),):
+            if p.is_symlink() or p.exists():
+                p.unlink()
+                removed += 1
+        return removed
+
+
+# ----------------------------------------------------------------------------- writing one part
+
+
+@dataclass
+class PartResult:
+    shard: str
+    meta: dict
+    extracted: bool  # False when the part was already current
+
+
+def _stub_lines_from_text(text_path: Path, limit: int | None = None) -> Iterable[bytes]:
+    with open(text_path, "rb") as fh:
+        for n, line in enumerate(fh):
+            if limit is not None and n >= limit:
+                return
+            rec = orjson.loads(line)
+            yield dumps(stub_record(rec["doc_id"], rec["uid"])) + b"\n"
+
+
+def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
+               progress: Callable[[int, int], None] | None = None) -> dict:
+    """Extract one shard into its part files and commit them with the meta file."""
+    store.parts.mkdir(parents=True, exist_ok=True)
+    text_path, ann_path, uids_path, meta_path = store.part_paths(shard.key)
+    tmp_text, tmp_ann, tmp_uids = (p.with_name(p.name + PARTIAL) for p in (text_path, ann_path, uids_path))
+    meta_path.unlink(missing_ok=True)  # the part is uncommitted from here on
+    ledger = DropLedger()
+    warnings_log: list[str] = []
+    ctx = ExtractContext(spec.key, spec.raw_dir, ledger, on_warning=None)
+    source, domain = spec.key, spec.domain
+    docs = annotated = tokens = sentences = text_bytes = 0
+    repairs: dict[str, int] = {}
+    uids = array("Q")
+    ann_writer = None
+    ann_fh = None
+    started = time.monotonic()
+    with open(tmp_text, "wb", buffering=1 << 20) as text_fh, open(tmp_uids, "wb") as uid_fh:
+        try:
+            for file in shard.files:
+                emitted = 0
+                prefix = file.rel_stem
+                for doc in extractor.extract(file, ctx):
+                    text = doc.text
+                    if not isinstance(text, str):
+                        ctx.drop("non_string_text", file, f"text is a {type(text).__name__}, not a string; document skipped")
+                        continue
+                    if not text.strip():
+                        ctx.drop("empty_text", file, "blank text; document skipped")
+                        continue
+                    doc_id = doc.doc_id
+                    if doc_id is None or not doc_id.strip():
+                        doc_id = f"{prefix}:{emitted:06d}"
+                    issues: list = []
+                    try:
+                        line = dumps(text_record(doc, source, domain, doc_id), issues)
+                    except UnencodableValue as exc:
+                        ctx.drop("unencodable", file, f"document {doc_id!r}: {exc}; skipped")
+                        continue
+                    doc_uid = f"{source}:{doc_id}"
+                    ann = doc.annotations
+                    ann_line = None
+                    if ann is not None and len(ann.forms):
+                        ann_line = dumps(annotation_record(doc_id, doc_uid, ann), issues)
+                    if issues:
+                        for issue in issues:
+                            repairs[issue] = repairs.get(issue, 0) + 1
+                        if len(warnings_log) < 100:
+                            warnings_log.append(f"{spec.key}/{file.rel}: document {doc_id!r}: "
+                                                f"{', '.join(sorted(set(issues)))} repaired (U+FFFD / null)")
+                        doc_uid = orjson.loads(line)["uid"]
+                    if ann_line is not None and ann_writer is None:
+                        ann_fh = open(tmp_ann, "wb")
+                        ann_writer = GzipMemberWriter(ann_fh)
+                        if docs:
+                            text_fh.flush()
+                            for stub in _stub_lines_from_text(tmp_text, docs):
+                                ann_writer.write(stub)
+                    text_fh.write(line)
+                    text_fh.write(b"\n")
+                    text_bytes += len(line) + 1
+                    if ann_writer is not None:
+                        if ann_line is not None:
+                            ann_writer.write(ann_line + b"\n")
+                        else:
+                            ann_writer.write(dumps(stub_record(doc_id, doc_uid)) + b"\n")
+                    if ann_line is not None:
+                        annotated += 1
+                        tokens += len(ann.forms)
+                        sentences += len(ann.sentences)
+                    uids.append(uid_hash(doc_uid))
+                    if len(uids) >= _UID_FLUSH:
+                        uids.tofile(uid_fh)
+                        del uids[:]
+                    docs += 1
+                    emitted += 1
+                    if progress is not None and docs % 5000 == 0:
+                        progress(docs, text_bytes)
+            uids.tofile(uid_fh)
+            if ann_writer is not None:
+                ann_writer.close()
+                ann_fh.close()
+        except BaseException:
+            if ann_writer is not None:
+                ann_writer.abort()
+                ann_fh.close()
+            for p in (tmp_text, tmp_ann, tmp_uids):
+                p.unlink(missing_ok=True)
+            raise
+    os.replace(tmp_text, text_path)
+    os.replace(tmp_uids, uids_path)
+    if ann_writer is not None:
+        os.replace(tmp_ann, ann_path)
+    else:
+        ann_path.unlink(missing_ok=True)
+    meta = {
+        "format": FORMAT_VERSION,
+        "shard": shard.key,
+        "files": [f.rel for f in shard.files],
+        "fingerprint": shard.fingerprint,
+        "recipe": spec.recipe,
+        "docs": docs,
+        "annotated_docs": annotated,
+        "tokens": tokens,
+        "sentences": sentences,
+        "text_bytes": text_bytes,
+        "input_bytes": shard.size,
+        "has_annotations": ann_writer is not None,
+        "drops": dict(ledger.counts),
+        "warnings": (ledger.warnings + warnings_log)[:100],
+        "repairs": repairs,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    _write_atomic(meta_path, orjson.dumps(meta))
+    return meta
+
+
+# ----------------------------------------------------------------------------- publishing
+
+
+def _duplicate_uids(store: DatasetStore, metas: list[dict], shards: list[Shard], limit: int = 5) -> tuple[int, list[str]]:
+    """Count duplicate uids from the parts' 64-bit uid hashes, in bounded memory."""
+    import numpy as np
+
+    files = [store.part_paths(s.key)[2] for s in shards]
+    total = sum(m["docs"] for m in metas)
+    if total < 2:
+        return 0, []
+    budget = 8 << 20  # hashes per pass (64 MB)
+    passes = max(1, -(-total // budget))
+    dup_count = 0
+    dup_hashes: list[int] = []
+    for p in range(passes):
+        chunks = []
+        for f in files:
+            arr = np.fromfile(f, dtype=np.uint64)
+            if passes > 1:
+                arr = arr[(arr % np.uint64(passes)) == np.uint64(p)]
+            chunks.append(arr)
+        if not chunks:
+            continue
+        allh = np.sort(np.concatenate(chunks))
+        if allh.size < 2:
+            continue
+        same = allh[1:] == allh[:-1]
+        dup_count += int(same.sum())
+        if len(dup_hashes) < limit and same.any():
+            dup_hashes.extend(int(h) for h in np.unique(allh[1:][same])[: limit - len(dup_hashes)])
+    examples: list[str] = []
+    if dup_hashes:
+        wanted = set(dup_hashes)
+        for s in shards:
+            with open(store.part_paths(s.key)[0], "rb") as fh:
+                for line in fh:
+                    u = orjson.loads(line)["uid"]
+                    if uid_hash(u) in wanted and u not in examples:
+                        examples.append(u)
+                        wanted.discard(uid_hash(u))
+            if not wanted:
+                break
+    return dup_count, examples
+
+
+def _link(path: Path, target: str) -> None:
+    """Make `path` a symlink to `target` (relative), replacing what is there atomically."""
+    if path.is_symlink() and os.readlink(path) == target:
+        return
+    tmp = path.with_name(path.name + ".link" + PARTIAL)
+    tmp.unlink(missing_ok=True)
+    os.symlink(target, tmp)
+    os.replace(tmp, path)
+
+
+def publish(spec: DatasetSpec, shards: list[Shard], store: DatasetStore) -> dict:
+    """Concatenate the current parts in shard order into a new version and swap it in."""
+    metas = []
+    for s in shards:
+        meta = store.read_part_meta(s.key)
+        if not store.part_is_current(s, meta):
+            raise RuntimeError(f"{spec.key}: part for shard {s.key!r} is missing or stale; extract it before publishing")
+        metas.append(meta)
+    version = store.versions / f"v{time.time_ns()}-{os.getpid()}"
+    version.mkdir(parents=True)
+    text_name = spec.text_path.name
+    side_name = spec.sidecar_path.name
+    has_sidecar = any(m["has_annotations"] for m in metas)
+    with open(version / text_name, "wb") as out:
+        for s in shards:
+            with open(store.part_paths(s.key)[0], "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 22)
+        out.flush()
+        os.fsync(out.fileno())
+    if has_sidecar:
+        with open(version / side_name, "wb") as out:
+            for s, m in zip(shards, metas):
+                text_part, ann_part, _, _ = store.part_paths(s.key)
+                if m["has_annotations"]:
+                    with open(ann_part, "rb") as src:
+                        shutil.copyfileobj(src, out, 1 << 22)
+                elif m["docs"]:
+                    writer = GzipMemberWriter(out, threaded=False)
+                    for stub in _stub_lines_from_text(text_part):
+                        writer.write(stub)
+                    writer.close()
+            out.flush()
+            os.fsync(out.fileno())
+    dup_count, dup_examples = _duplicate_uids(store, metas, shards)
+    drops: dict[str, int] = {}
+    repairs: dict[str, int] = {}
+    for m in metas:
+        for k, v in m["drops"].items():
+            drops[k] = drops.get(k, 0) + v
+        for k, v in m.get("repairs", {}).items():
+            repairs[k] = repairs.get(k, 0) + v
+    manifest = {
+        "format": FORMAT_VERSION,
+        "dataset": spec.key,
+        "recipe": spec.recipe,
+        "shards": [[s.key, s.fingerprint] for s in shards],
+        "files": sum(len(s.files) for s in shards),
+        "docs": sum(m["docs"] for m in metas),
+        "annotated_docs": sum(m["annotated_docs"] for m in metas),
+        "tokens": sum(m["tokens"] for m in metas),
+        "sentences": sum(m["sentences"] for m in metas),
+        "text_bytes": (version / text_name).stat().st_size,
+        "sidecar_bytes": (version / side_name).stat().st_size if has_sidecar else 0,
+        "has_sidecar": has_sidecar,
+        "sidecar_lines": sum(m["docs"] for m in metas) if has_sidecar else 0,
+        "drops": drops,
+        "repairs": repairs,
+        "duplicate_uids": dup_count,
+        "duplicate_examples": dup_examples,
+        "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    _write_atomic(version / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    _fsync_dir(version)
+    # Top-level links point through `current`, so they change meaning only when it is swapped.
+    rel_current = f"{STATE_DIR}/{spec.key}/current"
+    spec.output_dir.mkdir(parents=True, exist_ok=True)
+    for name, present in ((text_name, True), (side_name, has_sidecar)):
+        path = spec.output_dir / name
+        if present and not path.is_symlink():
+            if path.exists():
+                continue  # a plain file from elsewhere: replaced right after the swap
+            _link(path, f"{rel_current}/{name}")
+    _link(store.current, f"versions/{version.name}")  # the commit point
+    for name, present in ((text_name, True), (side_name, has_sidecar)):
+        path = spec.output_dir / name
+        if present:
+            _link(path, f"{rel_current}/{name}")
+        elif path.is_symlink() or path.exists():
+            path.unlink()  # a stale sidecar never survives beside a new text file (D17)
+    _fsync_dir(spec.output_dir)
+    store.cleanup()
+    return manifest
