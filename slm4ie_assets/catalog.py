@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from .extractors.registry import EXTRACTORS
+from .extractors.registry import EXTRACTORS, get_extractor_class
 
 CONFIG_ENV = "SLM4IE_EXTRACT_CONFIG"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -198,7 +198,7 @@ def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, erro
     raw_options = entry.get("metadata")
     if extractor in EXTRACTORS:
         try:
-            options = EXTRACTORS[extractor].parse_options(raw_options, f"{where}.metadata")
+            options = get_extractor_class(extractor).parse_options(raw_options, f"{where}.metadata")
         except ValueError as exc:
             errors.append(str(exc))
     flags = {}

@@ -165,11 +165,12 @@ def is_regular_readable(path: Path) -> bool:
 # ----------------------------------------------------------------------------- decoding
 
 _INVALID_SEEN = [0]
+_surrogateescape = codecs.lookup_error("surrogateescape")
 
 
 def _escape_and_count(exc: UnicodeDecodeError):
     _INVALID_SEEN[0] += 1
-    return codecs.surrogateescape_errors(exc)
+    return _surrogateescape(exc)
 
 
 codecs.register_error("slm4ie_escape", _escape_and_count)

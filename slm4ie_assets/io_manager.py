@@ -1,0 +1,58 @@
+"""The IO manager that owns the published text/sidecar pair.
+
+Assets hand it a lazy `DatasetPlan` (no data); it decides skip-unless-force from the manifest, brings
+stale parts up to date, publishes atomically and reports what happened as materialization metadata.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagster import ConfigurableIOManager, InputContext, OutputContext
+
+from .catalog import DatasetSpec, load_catalog
+from .metadata import publish_metadata, skipped_metadata
+from .parts import DatasetStore
+from .pipeline import DatasetPlan, extract_and_publish
+
+MAX_LOGGED_WARNINGS = 50
+
+
+@dataclass(frozen=True)
+class PublishedDataset:
+    """What a downstream asset receives: where the published files are."""
+
+    key: str
+    text_path: Path
+    sidecar_path: Path | None
+    manifest: dict
+
+
+class ExtractIOManager(ConfigurableIOManager):
+    def handle_output(self, context: OutputContext, obj: DatasetPlan) -> None:
+        if not isinstance(obj, DatasetPlan):
+            raise TypeError(f"extract_io stores DatasetPlan values, got {type(obj).__name__}")
+        if obj.up_to_date:
+            manifest = DatasetStore(obj.spec).published_manifest() or {}
+            context.log.info(f"{obj.spec.key}: published output matches all {len(obj.shards)} shard(s); skipped "
+                             "(materialize with force to re-extract)")
+            context.add_output_metadata(skipped_metadata(obj, manifest))
+            return
+        report = extract_and_publish(obj, log=context.log.info)
+        for w in report.warnings[:MAX_LOGGED_WARNINGS]:
+            context.log.warning(w)
+        extra = sum(sum(m["drops"].values()) for m in report.parts) - min(len(report.warnings), MAX_LOGGED_WARNINGS)
+        if extra > 0:
+            context.log.warning(f"{obj.spec.key}: {extra} more skipped item(s); see the drop ledger in the metadata")
+        if report.skipped:
+            context.add_output_metadata(skipped_metadata(obj, report.manifest or {}))
+        else:
+            context.add_output_metadata(publish_metadata(obj, report))
+
+    def load_input(self, context: InputContext) -> PublishedDataset:
+        key = context.asset_key.path[-1]
+        spec: DatasetSpec = load_catalog().dataset(key)
+        store = DatasetStore(spec)
+        manifest = store.published_manifest()
+        if manifest is None:
+            raise FileNotFoundError(f"dataset {key!r} has not been published yet (no {spec.text_path})")
+        return PublishedDataset(key, spec.text_path, spec.sidecar_path if manifest["has_sidecar"] else None, manifest)

@@ -1,0 +1,79 @@
+"""json extractor: extraction-formats (json), ADDENDUM 4.3, D6, D7, D8."""
+
+import json
+
+
+def test_seed_example_array_of_records(corpus):
+    data = [{"doc_id": "vemo.1", "text": "Bolnik je prišel z bolečinami.", "specialty": "interna", "year": 2023},
+            {"doc_id": "vemo.2", "text": "Drugi opis primera."}]
+    r = corpus.run("povejmo_vemo_med", "json", {"a.json": json.dumps(data, ensure_ascii=False)}, domain="medical")
+    assert r.lines == [
+        {"text": "Bolnik je prišel z bolečinami.", "source": "povejmo_vemo_med", "domain": "medical",
+         "doc_id": "vemo.1", "uid": "povejmo_vemo_med:vemo.1", "metadata": {"specialty": "interna", "year": 2023}},
+        {"text": "Drugi opis primera.", "source": "povejmo_vemo_med", "domain": "medical", "doc_id": "vemo.2",
+         "uid": "povejmo_vemo_med:vemo.2"},
+    ]
+    assert r.sidecar is None
+
+
+def test_single_object_is_one_record(corpus):
+    r = corpus.run("d", "json", {"a.json": '{"doc_id": "x", "text": "ena"}'})
+    assert r.ids == ["x"]
+
+
+def test_other_top_level_skips_file_with_warning(corpus):
+    r = corpus.run("d", "json", {"a.json": '"just a string"', "b.json": '[{"doc_id":"y","text":"t"}]'})
+    assert r.ids == ["y"]
+    assert r.drops == {"unsupported_top_level": 1}
+    assert any("d/a.json" in w for w in r.warnings)
+
+
+def test_decode_error_skips_whole_file_with_warning(corpus):
+    r = corpus.run("d", "json", {"a.json": '[{"doc_id":"x","text":"t"}', "b.json": "", "c.json": '[{"doc_id":"y","text":"t"}]'})
+    assert r.ids == ["y"]
+    assert r.drops == {"malformed_json": 2}
+
+
+def test_d8_bom_removed_instead_of_dropping_the_file(corpus):
+    r = corpus.run("d", "json", {"a.json": '\ufeff[{"doc_id":"x","text":"t"}]'})
+    assert r.ids == ["x"] and r.drops == {}
+
+
+def test_d6_invalid_utf8_skips_file_not_dataset(corpus):
+    r = corpus.run("d", "json", {"a.json": b'[{"doc_id":"x","text":"\xff"}]', "b.json": '[{"doc_id":"y","text":"t"}]'})
+    assert r.ids == ["y"]
+    assert r.drops == {"invalid_utf8": 1}
+
+
+def test_d6_non_object_elements_skipped_with_warning(corpus):
+    r = corpus.run("d", "json", {"a.json": '[1, "s", null, {"doc_id":"x","text":"t"}]'})
+    assert r.ids == ["x"]
+    assert r.drops == {"non_object_record": 3}
+    assert any("element 0" in w for w in r.warnings)
+
+
+def test_d7_falsy_and_non_string_text_skipped_and_counted(corpus):
+    data = [{"doc_id": "1", "text": None}, {"doc_id": "2", "text": ""}, {"doc_id": "3", "text": 0},
+            {"doc_id": "4", "text": []}, {"doc_id": "5", "text": "  "}, {"doc_id": "6", "text": " ok"}]
+    r = corpus.run("d", "json", {"a.json": json.dumps(data)})
+    assert r.texts == [" ok"]
+    assert r.drops == {"missing_text": 1, "empty_text": 2, "non_string_text": 2}
+
+
+def test_paragraphs_excluded_and_never_parsed(corpus):
+    data = [{"doc_id": "x", "text": "t", "paragraphs": [{"sentences": [{"tokens": [{"form": "t"}]}]}], "conll": "c", "k": 1}]
+    r = corpus.run("d", "json", {"a.json": json.dumps(data)})
+    assert r.lines[0]["metadata"] == {"k": 1}
+    assert r.sidecar is None
+
+
+def test_knobs_shared_with_jsonl(corpus):
+    data = [{"id": "a", "body": "t", "x": 1, "y": None, "z": 2}]
+    r = corpus.run("d", "json", {"a.json": json.dumps(data)}, metadata={"text_field": "body", "id_field": "id", "metadata_fields": ["z", "y", "x"]})
+    assert r.ids == ["a"] and r.lines[0]["metadata"] == {"z": 2, "x": 1}
+
+
+def test_fallback_ids_per_file(corpus):
+    data = [{"doc_id": "x", "text": "a"}, {"text": "b"}]
+    r = corpus.run("d", "json", {"sub/a.json": json.dumps(data)})
+    assert r.ids == ["x", "sub/a:000001"]
