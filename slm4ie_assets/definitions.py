@@ -3,7 +3,7 @@
 A bad config fails here, at load, with one message listing every problem (D15).
 """
 
-from dagster import Definitions
+from dagster import Definitions, multiprocess_executor
 
 from .assets import build_extracted_asset
 from .catalog import load_catalog
@@ -17,6 +17,9 @@ def build_definitions(catalog=None) -> Definitions:
     return Definitions(
         assets=assets,
         resources={"extract": ExtractSettings(), "extract_io": ExtractIOManager()},
+        # Datasets selected together run one after another, each with all its worker processes;
+        # across runs the `slm4ie_extract` pool in dagster.yaml does the same for queued runs.
+        executor=multiprocess_executor.configured({"max_concurrent": 1}),
     )
 
 
