@@ -6,21 +6,23 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-long ui daemon bench clean
+.PHONY: venv demo demo-ui test test-long ui daemon bench clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tools/slm4ie_dagster_module.pth
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@# pipefail keeps pip's exit status; the filter only hides this machine's notes about absent local indexes
+	set -o pipefail; $(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	set -o pipefail; $(BIN)/python -m pip install --quiet -e '.[test]' 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	@# `dagster asset materialize --select extracted/kas` finds a code location only through -m/-f or
-	@# DAGSTER_MODULE_NAME; this start-up line gives every process of the venv that default.
-	$(BIN)/python -c "import site, pathlib; p = pathlib.Path(site.getsitepackages()[0]) / 'slm4ie_dagster_module.pth'; p.write_text('import os; os.environ.setdefault(\"DAGSTER_MODULE_NAME\", \"slm4ie_assets.definitions\")\n')"
+	@# DAGSTER_MODULE_NAME: this start-up line supplies the default to `dagster asset|job ...` alone
+	@# (never to `dagster dev -w`, which would then see two targets).
+	cp tools/slm4ie_dagster_module.pth "$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')/"
 	@touch $(STAMP)
 
 demo: venv
-	SLM4IE_EXTRACT_CONFIG=examples/extract.yaml $(BIN)/python -m examples.demo
+	$(BIN)/python examples/demo.py
 
 test: venv
 	$(BIN)/python -m pytest -q
@@ -30,6 +32,9 @@ test-long: venv
 
 ui: venv
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+demo-ui: venv
+	SLM4IE_EXTRACT_CONFIG=$(CURDIR)/examples/extract.yaml $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 daemon: venv
 	DAGSTER_HOME=$(CURDIR) $(BIN)/dagster-daemon run -w workspace.yaml
