@@ -1,0 +1,85 @@
+"""extracted/<key> through Dagster with a real instance: metadata, logs, skip and force (issue 2 items 6, 8)."""
+
+import json
+
+import pytest
+from dagster import AssetKey, DagsterEventType, DagsterInstance, materialize
+
+from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.definitions import build_definitions
+
+from conftest import write_config, write_files
+
+
+@pytest.fixture
+def instance(tmp_path):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with DagsterInstance.local_temp(str(home), overrides={"telemetry": {"enabled": False}}) as inst:
+        yield inst
+
+
+def run(catalog, key, instance, force=False, workers=None):
+    defs = build_definitions(catalog)
+    job = defs.resolve_implicit_global_asset_job_def()
+    config = {"force": force}
+    if workers is not None:
+        config["max_workers"] = workers
+    return job.execute_in_process(
+        instance=instance, asset_selection=[AssetKey(["extracted", key])],
+        run_config={"resources": {"extract": {"config": config}}}, raise_on_error=False,
+    )
+
+
+def materialization(result, key):
+    [event] = [e for e in result.get_asset_materialization_events()
+               if e.asset_key == AssetKey(["extracted", key])]
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
+def test_materialization_reports_counts_ledger_and_warnings_naming_file_and_line(tmp_path, instance):
+    recs = [{"doc_id": "a", "text": "ena", "paragraphs": [{"sentences": [{"tokens": [{"form": "ena"}]}]}]},
+            {"doc_id": "b", "text": "dva"}]
+    write_files(tmp_path / "raw/news", {"f.jsonl": "".join(json.dumps(r) + "\n" for r in recs) + "{oops\n"})
+    cat = load_catalog(write_config(tmp_path, {"news": {"extractor": "jsonl", "domain": "news"}}))
+    result = run(cat, "news", instance)
+    assert result.success
+    md = materialization(result, "news")
+    assert md["documents"] == 2 and md["annotated_documents"] == 1 and md["tokens"] == 1
+    assert md["files"] == 1 and md["shards_extracted"] == 1 and md["skipped"] is False
+    assert md["skipped_items"] == 1 and "malformed_json" in md["drop_ledger"]
+    assert md["bytes_written"] == (tmp_path / "out/news.jsonl").stat().st_size + (tmp_path / "out/news.annotations.jsonl.gz").stat().st_size
+    warnings = [e.message for e in instance.all_logs(result.run_id) if e.level == 30]
+    assert any("news/f.jsonl:3" in w and "malformed" in w for w in warnings), warnings
+
+
+def test_second_materialization_is_skipped_and_force_re_extracts(tmp_path, instance):
+    write_files(tmp_path / "raw/t", {"a.txt": "x\n\ny\n"})
+    cat = load_catalog(write_config(tmp_path, {"t": {"extractor": "text", "domain": "web"}}))
+    assert materialization(run(cat, "t", instance), "t")["skipped"] is False
+    md = materialization(run(cat, "t", instance), "t")
+    assert md["skipped"] is True and md["documents"] == 2 and md["shards_extracted"] == 0
+    md = materialization(run(cat, "t", instance, force=True), "t")
+    assert md["skipped"] is False and md["force"] is True and md["shards_extracted"] == 1
+
+
+def test_missing_raw_folder_fails_the_materialization_with_its_name(tmp_path, instance):
+    cat = load_catalog(write_config(tmp_path, {"kas": {"extractor": "text", "domain": "academic"}}))
+    result = run(cat, "kas", instance)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
+    error, messages = failure.step_failure_data.error, []
+    while error is not None:
+        messages.append(error.message)
+        error = error.cause
+    assert any(f"raw folder {tmp_path / 'raw' / 'kas'} does not exist" in m for m in messages), messages
+
+
+def test_asset_definitions_carry_description_metadata_and_group(tmp_path):
+    cat = load_catalog(write_config(tmp_path, {"kas": {"extractor": "text", "domain": "academic"}}))
+    defs = build_definitions(cat)
+    asset_def = defs.resolve_assets_def(AssetKey(["extracted", "kas"]))
+    spec = next(iter(asset_def.specs))
+    assert spec.group_name == "extracted"
+    assert spec.metadata["extractor"] == "text" and spec.metadata["domain"] == "academic"
+    assert str(tmp_path / "raw" / "kas") in spec.description and "kas.jsonl" in spec.description
