@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import orjson
+from xxhash import xxh3_64_intdigest
 
 from .catalog import FORMAT_VERSION, DatasetSpec
 from .extractors.base import DropLedger, ExtractContext, Extractor
@@ -32,10 +33,13 @@ from .shards import Shard
 STATE_DIR = ".slm4ie"
 PARTIAL = ".partial"
 _UID_FLUSH = 1 << 16
+NEWLINE = orjson.OPT_APPEND_NEWLINE
+orjson_dumps = orjson.dumps
 
 
 def uid_hash(u: str) -> int:
-    return int.from_bytes(hashlib.blake2b(u.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+    """64-bit hash of a uid, for duplicate counting in bounded memory (collisions are re-checked)."""
+    return xxh3_64_intdigest(u.encode("utf-8", "surrogatepass"))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -169,30 +173,38 @@ def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: Dat
                 prefix = file.rel_stem
                 for doc in extractor.extract(file, ctx):
                     text = doc.text
-                    if not isinstance(text, str):
-                        ctx.drop("non_string_text", file, f"text is a {type(text).__name__}, not a string; document skipped")
-                        continue
-                    if not text.strip():
+                    if text.__class__ is not str:
+                        if not isinstance(text, str):
+                            ctx.drop("non_string_text", file, f"text is a {type(text).__name__}, not a string; document skipped")
+                            continue
+                    if not text or text.isspace():
                         ctx.drop("empty_text", file, "blank text; document skipped")
                         continue
                     doc_id = doc.doc_id
-                    if doc_id is None or not doc_id.strip():
+                    if not doc_id or doc_id.isspace():
                         doc_id = f"{prefix}:{emitted:06d}"
-                    issues: list = []
-                    try:
-                        line = dumps(text_record(doc, source, domain, doc_id), issues)
-                    except UnencodableValue as exc:
-                        ctx.drop("unencodable", file, f"document {doc_id!r}: {exc}; skipped")
-                        continue
                     doc_uid = f"{source}:{doc_id}"
+                    rec = {"text": text, "source": source, "domain": domain, "doc_id": doc_id, "uid": doc_uid}
+                    if doc.metadata:
+                        rec["metadata"] = doc.metadata
                     ann = doc.annotations
                     ann_line = None
-                    if ann is not None and len(ann.forms):
-                        ann_line = dumps(annotation_record(doc_id, doc_uid, ann), issues)
-                    if issues:
+                    try:
+                        line = orjson_dumps(rec, option=NEWLINE)
+                        if ann is not None and ann.forms:
+                            ann_line = orjson_dumps(annotation_record(doc_id, doc_uid, ann), option=NEWLINE)
+                    except (orjson.JSONEncodeError, TypeError):
+                        issues: list = []
+                        try:
+                            line = dumps(rec, issues) + b"\n"
+                            if ann is not None and ann.forms:
+                                ann_line = dumps(annotation_record(doc_id, doc_uid, ann), issues) + b"\n"
+                        except UnencodableValue as exc:
+                            ctx.drop("unencodable", file, f"document {doc_id!r}: {exc}; skipped")
+                            continue
                         for issue in issues:
                             repairs[issue] = repairs.get(issue, 0) + 1
-                        if len(warnings_log) < 100:
+                        if issues and len(warnings_log) < 100:
                             warnings_log.append(f"{spec.key}/{file.rel}: document {doc_id!r}: "
                                                 f"{', '.join(sorted(set(issues)))} repaired (U+FFFD / null)")
                         doc_uid = orjson.loads(line)["uid"]
@@ -204,17 +216,15 @@ def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: Dat
                             for stub in _stub_lines_from_text(tmp_text, docs):
                                 ann_writer.write(stub)
                     text_fh.write(line)
-                    text_fh.write(b"\n")
-                    text_bytes += len(line) + 1
+                    text_bytes += len(line)
                     if ann_writer is not None:
                         if ann_line is not None:
-                            ann_writer.write(ann_line + b"\n")
+                            ann_writer.write(ann_line)
+                            annotated += 1
+                            tokens += len(ann.forms)
+                            sentences += len(ann.sentences)
                         else:
                             ann_writer.write(dumps(stub_record(doc_id, doc_uid)) + b"\n")
-                    if ann_line is not None:
-                        annotated += 1
-                        tokens += len(ann.forms)
-                        sentences += len(ann.sentences)
                     uids.append(uid_hash(doc_uid))
                     if len(uids) >= _UID_FLUSH:
                         uids.tofile(uid_fh)

@@ -1,32 +1,63 @@
-"""text: `*.txt`, blank-line separated blocks (CC100 convention), streamed line by line.
+"""text: `*.txt`, blank-line separated blocks (CC100 convention), streamed in large chunks.
 
 DECISIONS D9: a line that is empty or whitespace-only (Unicode whitespace, S4) ends a block; a
 block's text is its lines joined with newlines, stripped. Ids are `<rel>:<n>` (ADDENDUM 4.1).
 """
 
+import re
 from typing import Iterator
 
 from ..schema import Document
-from .base import BOM, ExtractContext, Extractor, InputFile, has_escapes, invalid_count, open_text
+from .base import ExtractContext, Extractor, InputFile, has_escapes, invalid_count, read_text_chunks
+
+# One or more whitespace-only lines (D9, S4: Unicode whitespace, as str.isspace) after a line end.
+_SEPARATOR = re.compile(r"\n(?:[^\S\n]*\n)+")
 
 
-def _blocks(fh) -> Iterator[tuple[int, str]]:
-    """(first line number, stripped text) of every block, blank ones included."""
-    block: list[str] = []
-    start = 0
-    for lineno, line in enumerate(fh, 1):
-        if lineno == 1 and line.startswith(BOM):
-            line = line[1:]
-        if line.isspace() or not line:
-            if block:
-                yield start, "\n".join(block).strip()
-                block = []
+def _blocks(chunks: Iterator[str]) -> Iterator[tuple[int, str, bool]]:
+    """(first line number, stripped text, may hold invalid bytes) for every block.
+
+    One regex split per decoded chunk instead of a Python loop per line: the text between two
+    separators is exactly the block's lines joined with newlines. Blocks get their own line number
+    only in chunks that held invalid bytes, the only time a warning needs one.
+    """
+    carry = ""
+    line = 1  # line number at the start of `carry`
+    seen = invalid_count()
+    dirty = False
+    for chunk in chunks:
+        buf = carry + chunk if carry else chunk
+        dirty = dirty or invalid_count() != seen
+        seen = invalid_count()
+        if not dirty:
+            parts = _SEPARATOR.split(buf)
+            carry = parts.pop()
+            for block in parts:
+                yield line, block.strip(), False
+            line += buf.count("\n", 0, len(buf) - len(carry))
             continue
-        if not block:
-            start = lineno
-        block.append(line[:-1] if line[-1] == "\n" else line)
-    if block:
-        yield start, "\n".join(block).strip()
+        pos = 0
+        for m in _SEPARATOR.finditer(buf):
+            block = buf[pos:m.start()]
+            yield line + _leading_blank_lines(block), block.strip(), True
+            line += buf.count("\n", pos, m.end())
+            pos = m.end()
+        carry = buf[pos:]
+        dirty = bool(carry) and has_escapes(carry)
+    if carry:
+        yield line + _leading_blank_lines(carry), carry.strip(), dirty or invalid_count() != seen
+
+
+def _leading_blank_lines(block: str) -> int:
+    """Whitespace-only lines at the start of a block (only at the start of a file) shift its first line."""
+    if not block[:1].isspace():
+        return 0
+    n = 0
+    for part in block.split("\n"):
+        if part and not part.isspace():
+            break
+        n += 1
+    return n
 
 
 class TextExtractor(Extractor):
@@ -40,13 +71,11 @@ class TextExtractor(Extractor):
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         prefix = file.rel_stem
         index = 0
-        seen_invalid = invalid_count()
-        with open_text(file.path) as fh:
-            for lineno, text in _blocks(fh):
-                if not text:
-                    continue
-                if invalid_count() != seen_invalid and has_escapes(text):
-                    ctx.drop("invalid_utf8", file, "invalid UTF-8 bytes; block skipped", lineno)
-                    continue
-                yield Document(text, f"{prefix}:{index:06d}")
-                index += 1
+        for lineno, text, suspect in _blocks(read_text_chunks(file.path)):
+            if not text:
+                continue
+            if suspect and has_escapes(text):
+                ctx.drop("invalid_utf8", file, "invalid UTF-8 bytes; block skipped", lineno)
+                continue
+            yield Document(text, f"{prefix}:{index:06d}")
+            index += 1
