@@ -1,21 +1,43 @@
 """Materialization metadata that people can read at a glance in the Dagster UI."""
 
-from dagster import MetadataValue
+from itertools import islice
+from pathlib import Path
+
+import orjson
+from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
 from .pipeline import DatasetPlan, RunReport
 
+PREVIEW_DOCS = 3
+PREVIEW_CHARS = 240
+_LEDGER_SCHEMA = TableSchema(columns=[TableColumn("reason", "string"), TableColumn("skipped", "int")])
 
-def _ledger_md(drops: dict) -> MetadataValue:
-    if not drops:
-        return MetadataValue.md("nothing skipped")
-    rows = "\n".join(f"| {reason} | {count} |" for reason, count in sorted(drops.items(), key=lambda kv: -kv[1]))
-    return MetadataValue.md(f"| reason | skipped |\n|---|---|\n{rows}")
+
+def drop_ledger_table(drops: dict) -> MetadataValue:
+    rows = sorted(drops.items(), key=lambda kv: (-kv[1], kv[0]))
+    return MetadataValue.table([TableRecord({"reason": r, "skipped": n}) for r, n in rows], schema=_LEDGER_SCHEMA)
+
+
+def preview(text_path: Path) -> MetadataValue:
+    """The first documents, shortened, so a reader sees what the dataset looks like."""
+    lines = []
+    try:
+        with open(text_path, "rb") as fh:
+            for raw in islice(fh, PREVIEW_DOCS):
+                rec = orjson.loads(raw)
+                text = rec["text"] if isinstance(rec["text"], str) else str(rec["text"])
+                short = text[:PREVIEW_CHARS].replace("\n", " ⏎ ") + ("…" if len(text) > PREVIEW_CHARS else "")
+                lines.append(f"- **{rec['doc_id']}**: {short}")
+    except OSError:
+        return MetadataValue.md("(not published)")
+    return MetadataValue.md("\n".join(lines) if lines else "(no documents)")
 
 
 def _common(plan: DatasetPlan, manifest: dict) -> dict:
     docs = manifest.get("docs", 0)
     annotated = manifest.get("annotated_docs", 0)
     drops = manifest.get("drops", {})
+    empty = drops.get("empty_text", 0)
     return {
         "documents": MetadataValue.int(docs),
         "annotated_documents": MetadataValue.int(annotated),
@@ -25,10 +47,12 @@ def _common(plan: DatasetPlan, manifest: dict) -> dict:
         "shards": MetadataValue.int(len(plan.shards)),
         "text_bytes": MetadataValue.int(manifest.get("text_bytes", 0)),
         "sidecar_bytes": MetadataValue.int(manifest.get("sidecar_bytes", 0)),
+        "empty_text_rate": MetadataValue.float(round(empty / (docs + empty), 4) if docs + empty else 0.0),
         "skipped_items": MetadataValue.int(sum(drops.values())),
-        "drop_ledger": _ledger_md(drops),
+        "drop_ledger": drop_ledger_table(drops),
         "duplicate_uids": MetadataValue.int(manifest.get("duplicate_uids", 0)),
         "text_path": MetadataValue.path(str(plan.spec.text_path)),
+        "preview": preview(plan.spec.text_path),
         "force": MetadataValue.bool(plan.force),
     }
 
@@ -62,3 +86,24 @@ def publish_metadata(plan: DatasetPlan, report: RunReport) -> dict:
     if report.warnings:
         md["first_warnings"] = MetadataValue.json(report.warnings[:20])
     return md
+
+
+def shard_batch_metadata(batch, report: RunReport) -> dict:
+    """Totals for a `shards/<key>` run (one multi-partition step cannot report per partition)."""
+    drops: dict[str, int] = {}
+    for m in report.parts:
+        for k, v in m["drops"].items():
+            drops[k] = drops.get(k, 0) + v
+    return {
+        "shards": MetadataValue.int(len(batch.shards)),
+        "shards_extracted": MetadataValue.int(len(report.extracted)),
+        "shards_up_to_date": MetadataValue.int(len(batch.shards) - len(report.extracted)),
+        "documents": MetadataValue.int(sum(m["docs"] for m in report.parts)),
+        "annotated_documents": MetadataValue.int(sum(m["annotated_docs"] for m in report.parts)),
+        "tokens": MetadataValue.int(sum(m["tokens"] for m in report.parts)),
+        "part_bytes": MetadataValue.int(sum(m["text_bytes"] for m in report.parts)),
+        "skipped_items": MetadataValue.int(sum(drops.values())),
+        "drop_ledger": drop_ledger_table(drops),
+        "duration_seconds": MetadataValue.float(round(report.seconds, 3)),
+        "force": MetadataValue.bool(batch.force),
+    }

@@ -47,7 +47,9 @@ def test_materialization_reports_counts_ledger_and_warnings_naming_file_and_line
     md = materialization(result, "news")
     assert md["documents"] == 2 and md["annotated_documents"] == 1 and md["tokens"] == 1
     assert md["files"] == 1 and md["shards_extracted"] == 1 and md["skipped"] is False
-    assert md["skipped_items"] == 1 and "malformed_json" in md["drop_ledger"]
+    assert md["skipped_items"] == 1
+    assert [(r.data["reason"], r.data["skipped"]) for r in md["drop_ledger"].records] == [("malformed_json", 1)]
+    assert "**a**: ena" in md["preview"]
     assert md["bytes_written"] == (tmp_path / "out/news.jsonl").stat().st_size + (tmp_path / "out/news.annotations.jsonl.gz").stat().st_size
     warnings = [e.message for e in instance.all_logs(result.run_id) if e.level == 30]
     assert any("news/f.jsonl:3" in w and "malformed" in w for w in warnings), warnings
