@@ -48,7 +48,8 @@ def read_jsonl(path: Path) -> list:
 def read_sidecar(path: Path) -> list | None:
     if not path.exists():
         return None
-    return [json.loads(line) for line in gzip.decompress(path.read_bytes()).decode("utf-8").splitlines()]
+    data = gzip.decompress(path.read_bytes()).decode("utf-8")
+    return [json.loads(line) for line in data.split("\n")[:-1]] if data else []
 
 
 class Corpus:

@@ -1,0 +1,336 @@
+"""conllu: `*.conllu` / `*.conll`, ten tab-separated columns, blank line = sentence boundary
+(extraction-formats: conllu; ADDENDUM 5; D3, D4, D6, D8, D11, S4, S5).
+
+The hottest path of the project. Text-mode universal newlines alone run at ~50-110 MB/s, so the
+file is read in binary chunks cut at blank lines, newlines are normalised on the bytes, and a
+chunk is decoded once. Each sentence's token rows are split with ONE `str.split` after turning
+every line end into its own field; when every row has exactly ten fields the five columns we
+keep are plain strided slices, appended to the `Annotations` arrays in bulk. Anything unusual
+(short or long rows, comments after tokens, multiword ids) takes a row-by-row path.
+"""
+
+import re
+from pathlib import Path
+from typing import Iterator
+
+from ..schema import Annotations, Document
+from .base import ExtractContext, Extractor, InputFile, has_escapes
+from .tsv_metadata import TsvConfig, TsvMetadata, parse_tsv_config
+
+READ_SIZE = 1 << 20
+SPACE_CACHE_LIMIT = 100_000  # distinct MISC strings remembered before the cache is cleared
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+# D11/S4: a line of only spaces or tabs is a sentence boundary like an empty line.
+_BOUNDARY_BYTES = re.compile(rb"\n(?:[ \t]*\n)+")
+_BOUNDARY_SPLIT = re.compile(r"(\n(?:[ \t]*\n)+)")
+_LEADING_BLANK = re.compile(r"(?:[ \t]*\n)+")
+_TRAILING_BLANK = re.compile(r"(?:\n[ \t]*)+\Z")
+# S5: `#`, optional spaces, `newdoc`, then whitespace or end of line.
+_NEWDOC = re.compile(r"# *newdoc(?:\s|$)")
+_TEXT = "# text = "
+_SENT_ID = "# sent_id = "
+_NOT_SET = object()  # no id seen yet in this file: the document takes the file stem (ADDENDUM 5.3)
+
+_UNDERSCORE = {"_": None}
+_underscore_get = _UNDERSCORE.get
+
+
+def _nulled(values):
+    """A LEMMA/UPOS/FEATS column with `_` as null (ADDENDUM 5.1); the `in` test is C-level."""
+    if "_" in values:
+        return map(_underscore_get, values, values)
+    return values
+
+
+class _SpaceAfter(dict):
+    """MISC -> space_after, cached: false only when `SpaceAfter=No` is a whole `|` item (D11)."""
+
+    def __missing__(self, misc):
+        verdict = "SpaceAfter=No" not in misc.split("|") if "SpaceAfter=No" in misc else True
+        if len(self) >= SPACE_CACHE_LIMIT:
+            self.clear()
+        self[misc] = verdict
+        return verdict
+
+
+def newdoc_id(line: str) -> str | None:
+    """S5: the id is the text after the first `=` with one leading space dropped; None without `=`."""
+    _, eq, rest = line.partition("=")
+    if not eq:
+        return None
+    return rest[1:] if rest.startswith(" ") else rest
+
+
+def rebuild_text(forms, space_after) -> str:
+    """A sentence from its tokens: each form, then one space unless it is the last token or its
+    MISC says `SpaceAfter=No` (ADDENDUM 5.2)."""
+    text = "".join([f + " " if s else f for f, s in zip(forms, space_after)])
+    return text[:-1] if space_after and space_after[-1] else text
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _decode(data: bytes) -> tuple[str, bool]:
+    try:
+        return data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "surrogateescape"), True
+
+
+def _chunks(path: Path) -> Iterator[tuple[str, bool, bool, int]]:
+    """(text, holds escaped invalid UTF-8, has a blank line of spaces/tabs, first line number):
+    runs of whole sentence blocks cut at a blank line, so no block straddles two chunks.
+    Newlines are normalised on the bytes (ADDENDUM 3.2: `\\r\\n` and a lone `\\r` end a line; `\\f`,
+    `\\v`, U+0085, U+2028 do not) and a leading BOM is removed (D8)."""
+    carry = b""
+    line = 1
+    first = True
+    skip_lf = False  # the previous read ended in CR: a LF opening this read belongs to it
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(READ_SIZE)
+            if not chunk:
+                break
+            if first:
+                first = False
+                if chunk.startswith(_UTF8_BOM):
+                    chunk = chunk[3:]
+            if skip_lf and chunk.startswith(b"\n"):
+                chunk = chunk[1:]
+            skip_lf = False
+            if b"\r" in chunk:
+                skip_lf = chunk.endswith(b"\r")
+                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            # the carry holds no boundary we still need: search from its last line end only
+            start = max(0, carry.rfind(b"\n")) if carry else 0
+            data = carry + chunk if carry else chunk
+            cut = data.rfind(b"\n\n", start)
+            if cut >= 0:
+                after = cut + 2
+            else:
+                last = None
+                for last in _BOUNDARY_BYTES.finditer(data, start):
+                    pass
+                if last is None:
+                    carry = data  # no boundary yet: the block goes on
+                    continue
+                cut, after = last.start(), last.end()
+            body = data[:cut]
+            yield _decode(body) + (b"\n " in body or b"\n\t" in body, line)
+            line += data.count(b"\n", 0, after)
+            carry = data[after:]
+    if carry:
+        yield _decode(carry) + (b"\n " in carry or b"\n\t" in carry, line)
+
+
+def _split_blocks(text: str, spaced: bool) -> tuple[list[str], list[str] | None]:
+    """The sentence blocks of a chunk, plus the separators when a blank line held spaces/tabs."""
+    if not spaced:
+        return text.split("\n\n"), None
+    parts = _BOUNDARY_SPLIT.split(text)
+    return parts[0::2], parts[1::2]
+
+
+def _line_of(chunk: tuple, index: int) -> int:
+    """Line number of block `index` of a chunk, computed only when a warning needs it."""
+    text, first_line, blocks, seps = chunk
+    offset = sum(map(len, blocks[:index]))
+    offset += 2 * index if seps is None else sum(map(len, seps[:index]))
+    return first_line + text.count("\n", 0, offset)
+
+
+# ----------------------------------------------------------------------------- documents
+
+
+class _Doc:
+    """The document being collected."""
+
+    __slots__ = ("ann", "texts", "id", "bad_id_line")
+
+    def __init__(self, doc_id):
+        self.ann = Annotations()
+        self.texts: list[str] = []
+        self.id = doc_id
+        self.bad_id_line: int | None = None  # where an id with invalid UTF-8 came from
+
+
+class ConlluExtractor(Extractor):
+    name = "conllu"
+    patterns = (".conllu", ".conll")
+    options: TsvConfig | None
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self._tsv: TsvMetadata | None = None
+        self._space = _SpaceAfter()
+
+    @classmethod
+    def parse_options(cls, raw, where):
+        # ADDENDUM 5.4: any truthy `metadata:` block is a TSV sidecar config
+        return parse_tsv_config(raw, where)
+
+    def prepare(self, root: Path) -> None:
+        if self.options is not None:
+            self._tsv = TsvMetadata.load(self.options, root)
+
+    def _metadata_for(self, file: InputFile, ctx: ExtractContext) -> dict:
+        if self.options is None:
+            return {}
+        if self._tsv is None:
+            self._tsv = TsvMetadata.load(self.options, ctx.root)
+        return self._tsv.for_file(file)
+
+    def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
+        meta = self._metadata_for(file, ctx)
+        stem = file.stem
+        space_of = self._space.__getitem__
+        newdoc_seen = False
+        doc = _Doc(_NOT_SET)
+
+        for text_chunk, bad, spaced, chunk_line in _chunks(file.path):
+            blocks, seps = _split_blocks(text_chunk, spaced)
+            where = (text_chunk, chunk_line, blocks, seps)
+            for bi, block in enumerate(blocks):
+                if not block:
+                    continue
+                lead = 0  # blank lines removed from the start of the block
+                if block[0] in " \t\n":
+                    m = _LEADING_BLANK.match(block)  # only at the start of a file or chunk
+                    if m is not None:
+                        lead = block.count("\n", 0, m.end())
+                        block = block[m.end():]
+                    if not block.strip(" \t"):
+                        continue
+                if block[-1] in " \t\n":
+                    m = _TRAILING_BLANK.search(block)  # only at the end of the file
+                    if m is not None:
+                        block = block[: m.start()]
+
+                # leading comments: boundary markers and `# text = ` (ADDENDUM 5.2, 5.3; S5)
+                pos = 0
+                k = 0
+                text = newdoc = sent = None
+                if block[0] == "#":
+                    may_newdoc = "newdoc" in block
+                    while block.startswith("#", pos):
+                        nl = block.find("\n", pos)
+                        if nl < 0:
+                            nl = len(block)
+                        if block.startswith(_TEXT, pos):
+                            text = block[pos + 9: nl]
+                        elif may_newdoc and newdoc is None and _NEWDOC.match(block, pos, nl):
+                            newdoc = (k, block[pos:nl])
+                        elif sent is None and block.startswith(_SENT_ID, pos):
+                            sent = (k, block[pos + 12: nl])
+                        pos = nl + 1
+                        k += 1
+
+                bad_here = bad and has_escapes(block)
+                if newdoc is not None:
+                    if doc.ann.forms:
+                        out = self._finish(doc, stem, meta, file, ctx)
+                        if out is not None:
+                            yield out
+                    doc = _Doc(newdoc_id(newdoc[1]))
+                    newdoc_seen = True  # S5: any newdoc switches the sent_id heuristic off
+                    if bad_here and doc.id is not None and has_escapes(doc.id):
+                        doc.bad_id_line = _line_of(where, bi) + lead + newdoc[0]
+                elif sent is not None and not newdoc_seen:
+                    value = sent[1]
+                    dot = value.find(".")
+                    if dot >= 0:
+                        prefix = value[:dot]
+                        if doc.id is _NOT_SET:
+                            doc.id = prefix  # Q10b: the sentences already seen join this document
+                        elif prefix != doc.id:
+                            if doc.ann.forms:
+                                out = self._finish(doc, stem, meta, file, ctx)
+                                if out is not None:
+                                    yield out
+                            doc = _Doc(prefix)
+                        if bad_here and has_escapes(prefix):
+                            doc.bad_id_line = _line_of(where, bi) + lead + sent[0]
+
+                if pos >= len(block):
+                    continue  # a comment-only block adds no sentence
+                if bad_here:
+                    n = next(n for n, line in enumerate(block.split("\n")) if has_escapes(line))
+                    ctx.drop("invalid_utf8", file, "invalid UTF-8 bytes; sentence skipped",
+                             _line_of(where, bi) + lead + n)
+                    continue
+
+                # Token rows, split at once: each line end becomes a field of its own, so with
+                # exactly ten fields per row every 11th element is "\n".
+                region = block[pos:] if pos else block
+                nrows = region.count("\n") + 1
+                f = region.replace("\n", "\t\n\t").split("\t")
+                ids = "".join(f[0::11])
+                if (len(f) != 11 * nrows - 1 or f[10::11].count("\n") != nrows - 1 or "\n#" in region
+                        or "-" in ids or "." in ids):
+                    cols, text = self._rows(region, _line_of(where, bi) + lead + k, text, file, ctx)
+                    if cols is None:
+                        continue
+                    forms, lemmas, upos, feats, misc = cols
+                else:
+                    forms, lemmas, upos, feats, misc = f[1::11], f[2::11], f[3::11], f[5::11], f[9::11]
+
+                ann = doc.ann
+                start = len(ann.forms)
+                space = list(map(space_of, misc))
+                ann.forms.extend(forms)
+                ann.lemmas.extend(_nulled(lemmas))
+                ann.upos.extend(_nulled(upos))
+                ann.feats.extend(_nulled(feats))
+                ann.space_after.extend(space)
+                ann.sentences.append([start, start + len(forms) - 1])
+                doc.texts.append(text if text else rebuild_text(forms, space))
+
+        if doc.ann.forms:
+            out = self._finish(doc, stem, meta, file, ctx)
+            if out is not None:
+                yield out
+
+    @staticmethod
+    def _rows(region: str, first_line: int, text: str | None, file: InputFile,
+              ctx: ExtractContext) -> tuple[tuple | None, str | None]:
+        """Row by row: rows of at least 10 fields (fields beyond the 10th ignored); multiword
+        tokens and empty nodes skipped silently; a `# text = ` after the tokens still counts
+        (ADDENDUM 5.1, 5.2); short rows counted (D6). Returns the five kept columns (None when
+        no token row is left) and the sentence's `# text` value."""
+        rows = []
+        for n, line in enumerate(region.split("\n")):
+            if line.startswith("#"):
+                if line.startswith(_TEXT):
+                    text = line[9:]
+                continue
+            fields = line.split("\t")
+            if len(fields) < 10:
+                ctx.drop("malformed_row", file, f"{len(fields)} tab-separated field(s), expected 10; row skipped",
+                         first_line + n)
+                continue
+            tid = fields[0]
+            if "-" in tid or "." in tid:
+                continue  # multiword token (1-2) or empty node (1.1): legitimate CoNLL-U
+            rows.append(fields)
+        if not rows:
+            return None, text
+        cols = list(zip(*rows))
+        return (cols[1], cols[2], cols[3], cols[5], cols[9]), text
+
+    @staticmethod
+    def _finish(doc: _Doc, stem: str, meta: dict, file: InputFile, ctx: ExtractContext) -> Document | None:
+        """The Document for a collected one. D4: a blank id counts as missing (None), so the
+        writer applies the D3 fallback. An id holding invalid UTF-8 drops the document (D6)."""
+        if doc.bad_id_line is not None:
+            ctx.drop("invalid_utf8", file, "invalid UTF-8 bytes in the document id; document skipped",
+                     doc.bad_id_line)
+            return None
+        doc_id = doc.id
+        if doc_id is _NOT_SET:
+            doc_id = stem
+        elif doc_id is not None and not doc_id.strip():
+            doc_id = None
+        fresh = {k: (list(v) if isinstance(v, list) else v) for k, v in meta.items()} if meta else {}
+        return Document("\n".join(doc.texts), doc_id, fresh, doc.ann)
