@@ -1,0 +1,129 @@
+"""coleslaw: the COLESLAW legal corpus, `*.jsonl` in four subcorpora with different schemas.
+
+The text source is detected per record (ADDENDUM 4.4): `text` (PISRS, UradniList), `fullText`
+(USRS), the court-decision parts (SodnaPraksa sp_courts), the personal-injury claim fields
+(SodnaPraksa sp_claims). The subcorpus is the file's parent directory (D14/S13). Only the fields
+of the chosen source leave metadata; a shadowed source stays there (D22/S12), so a record with
+several sources loses nothing, and the choice is logged as a warning, never silent.
+"""
+
+import logging
+from typing import Iterator
+
+from ..schema import Document
+from .base import ExtractContext, Extractor, InputFile
+from .jsonl import physical_lines
+from .records import loads, probe_id
+
+log = logging.getLogger(__name__)
+
+SP_COURTS_FIELDS = ("jedro", "izrek", "obrazlozitev")
+SP_CLAIMS_FIELDS = ("skodni_dogodek", "poskodba", "telesne_bolecine", "strah",
+                    "zmanjsanje_zivljenjske_aktivnosti", "dodatne_informacije")
+ID_KEYS = ("doc_id", "id")
+PART_SEPARATOR = "\n\n"
+SHADOW_WARNINGS_PER_FILE = 20  # then one summary line per file, so a whole shadowed subcorpus cannot flood the log
+
+# (source name, the fields it consumes, whether the fields are joined parts or one whole value)
+SOURCES = (
+    ("text", ("text",), False),
+    ("fullText", ("fullText",), False),
+    ("sp_courts", SP_COURTS_FIELDS, True),
+    ("sp_claims", SP_CLAIMS_FIELDS, True),
+)
+_ALWAYS_EXCLUDED = frozenset({"doc_id", "subcorpus"})
+_EXCLUDED_WITH = {name: _ALWAYS_EXCLUDED | set(fields) for name, fields, _ in SOURCES}
+
+
+def _whole(record: dict, field: str) -> str | None:
+    value = record.get(field)
+    if isinstance(value, str) and value.strip():
+        return value  # written unstripped, as the reference does
+    return None
+
+
+def _parts(record: dict, fields: tuple) -> str | None:
+    kept = []
+    for field in fields:
+        value = record.get(field)
+        if isinstance(value, str):
+            value = value.strip()
+            if value:
+                kept.append(value)
+    return PART_SEPARATOR.join(kept) if kept else None
+
+
+def text_sources(record: dict) -> list[tuple[str, str]]:
+    """Every present source as (name, text), in precedence order; the first one wins."""
+    found = []
+    for name, fields, joined in SOURCES:
+        text = _parts(record, fields) if joined else _whole(record, fields[0])
+        if text is not None:
+            found.append((name, text))
+    return found
+
+
+def record_metadata(record: dict, subcorpus: str, chosen: str) -> dict:
+    """`subcorpus` first, then every non-null field in record order except the chosen source's
+    fields, `doc_id` and the record's own `subcorpus` (D14, D22, S12, S13)."""
+    excluded = _EXCLUDED_WITH[chosen]
+    meta = {"subcorpus": subcorpus}
+    for key, value in record.items():
+        if value is not None and key not in excluded:
+            meta[key] = value
+    return meta
+
+
+class ColeslawExtractor(Extractor):
+    name = "coleslaw"
+    patterns = (".jsonl",)
+
+    @classmethod
+    def parse_options(cls, raw, where):
+        return None  # the reference has no knobs for coleslaw; `metadata:` is ignored
+
+    def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
+        subcorpus = file.path.parent.name
+        shadowed = 0
+        try:
+            fh = open(file.path, "rb")
+        except OSError as exc:
+            ctx.drop("unreadable_file", file, f"cannot open ({exc.strerror or exc}); file skipped")
+            return
+        with fh:
+            for lineno, raw in physical_lines(fh):
+                if not raw.strip():
+                    continue
+                try:
+                    record = loads(raw)
+                except UnicodeDecodeError as exc:
+                    ctx.drop("invalid_utf8", file, f"invalid UTF-8 ({exc.reason} at byte {exc.start}); line skipped",
+                             lineno)
+                    continue
+                except ValueError as exc:
+                    if not raw.decode("utf-8", "replace").strip():
+                        continue  # a line of Unicode whitespace only is blank (S4)
+                    ctx.drop("malformed_json", file, f"malformed JSON ({exc}); line skipped", lineno)
+                    continue
+                if not isinstance(record, dict):
+                    ctx.drop("non_object_record", file,
+                             f"a JSON {type(record).__name__}, not an object; line skipped", lineno)
+                    continue
+                sources = text_sources(record)
+                if not sources:
+                    ctx.drop("missing_text", file, "no text source (text, fullText, sp_courts or sp_claims fields "
+                                                   "holding non-blank strings); record skipped", lineno)
+                    continue
+                chosen, text = sources[0]
+                doc_id = probe_id(record, ID_KEYS)
+                if len(sources) > 1:
+                    shadowed += 1
+                    if shadowed <= SHADOW_WARNINGS_PER_FILE:
+                        log.warning("%s/%s:%d: record doc_id=%r in subcorpus %r has several text sources %r; "
+                                    "chose %r, the others stay in metadata", ctx.dataset, file.rel, lineno, doc_id,
+                                    subcorpus, [name for name, _ in sources], chosen)
+                yield Document(text, doc_id, record_metadata(record, subcorpus, chosen))
+        if shadowed > SHADOW_WARNINGS_PER_FILE:
+            log.warning("%s/%s: %d record(s) in subcorpus %r had several text sources (the first %d are named "
+                        "above); each used the earliest and kept the others in metadata", ctx.dataset, file.rel,
+                        shadowed, subcorpus, SHADOW_WARNINGS_PER_FILE)

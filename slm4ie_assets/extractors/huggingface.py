@@ -1,0 +1,212 @@
+"""huggingface: Arrow datasets written by `save_to_disk()`, one per immediate subdirectory (config).
+
+ADDENDUM 4.5 with D4 (a blank key falls through), D7 (text must be a non-blank string), D18 (one
+config directory is one shard) and D20/S11 (dates and times become ISO-8601 strings at any depth;
+a row holding bytes, Decimal or timedelta is skipped with a warning). Rows are read batch by batch
+from the memory-mapped Arrow data, never materialised as a whole.
+
+`datasets` and `pyarrow` are imported inside `extract` only: loading the catalog imports every
+extractor class it names, and that must stay fast.
+"""
+
+import datetime as dt
+import hashlib
+import os
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..schema import Document
+from .base import ExtractContext, Extractor, InputFile, sort_key
+from .records import probe_id
+
+NATURAL_ID_KEYS = ("id", "_id", "docid", "doc_id", "uid", "url")
+TEXT_COLUMN = "text"
+BATCH_ROWS = 1024
+
+
+class UnsupportedValue(ValueError):
+    """A value JSON cannot hold and D20/S11 does not convert (bytes, Decimal, timedelta, ...)."""
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def jsonable(value: Any) -> Any:
+    """`value` with every datetime, date and time turned into its ISO-8601 string, at any depth
+    (S11: times as HH:MM:SS[.ffffff]); raises UnsupportedValue for what JSON cannot hold."""
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):  # isoformat is ISO-8601 for all three
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raise UnsupportedValue("bytes")
+    if isinstance(value, (Decimal, dt.timedelta)):
+        raise UnsupportedValue(type(value).__name__)
+    item = getattr(value, "item", None)  # numpy scalars (float16 comes out of Arrow this way)
+    if item is not None and type(value).__module__ == "numpy":
+        return jsonable(item())
+    raise UnsupportedValue(type(value).__name__)
+
+
+def _is_plain_type(t) -> bool:
+    """Arrow types whose Python values JSON holds as they are, so their columns need no walk."""
+    import pyarrow.types as pt
+
+    if (pt.is_string(t) or pt.is_large_string(t) or pt.is_integer(t) or pt.is_float32(t) or pt.is_float64(t)
+            or pt.is_boolean(t) or pt.is_null(t)):
+        return True
+    if pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t):
+        return _is_plain_type(t.value_type)
+    if pt.is_struct(t):
+        return all(_is_plain_type(t.field(i).type) for i in range(t.num_fields))
+    if pt.is_dictionary(t):
+        return _is_plain_type(t.value_type)
+    return False
+
+
+def _isoformat(value) -> str:
+    return value.isoformat()
+
+
+def _converter(t):
+    """How a column's values become JSON-ready: None when they already are, a bare isoformat for a
+    flat date/time column, the recursive `jsonable` otherwise."""
+    import pyarrow.types as pt
+
+    if _is_plain_type(t):
+        return None
+    if pt.is_timestamp(t) or pt.is_date(t) or pt.is_time(t):
+        return _isoformat
+    return jsonable
+
+
+def directory_fingerprint(path: Path) -> str:
+    """`<total size>:<digest of every file's relative name, size and mtime>`, from stat alone."""
+    listing = []
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames.sort()
+        rel_dir = os.path.relpath(dirpath, path)
+        for name in sorted(filenames):
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.stat(full)
+            except OSError:
+                listing.append(f"{rel_dir}/{name}\0?")
+                continue
+            total += st.st_size
+            listing.append(f"{rel_dir}/{name}\0{st.st_size}\0{st.st_mtime_ns}")
+    digest = hashlib.sha256("\n".join(listing).encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    return f"{total}:{digest}"
+
+
+class HuggingfaceExtractor(Extractor):
+    name = "huggingface"
+    patterns = ()
+
+    @classmethod
+    def parse_options(cls, raw, where):
+        return None  # the reference always reads the `text` column; `metadata:` is ignored
+
+    def list_inputs(self, root: Path) -> list[InputFile]:
+        """One input per immediate subdirectory (symlinked ones too), hidden ones included (ADDENDUM 3.1)."""
+        found = []
+        with os.scandir(root) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir():
+                        found.append(InputFile(Path(entry.path), entry.name))
+                except OSError:
+                    continue
+        found.sort(key=lambda f: sort_key(f.rel))
+        return found
+
+    def fingerprint_of(self, file: InputFile) -> str:
+        return directory_fingerprint(file.path)
+
+    def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
+        import datasets
+
+        dataset = self._load(file, ctx, datasets)
+        if dataset is None:
+            return
+        config = file.rel
+        if isinstance(dataset, datasets.DatasetDict):
+            for split, part in dataset.items():
+                yield from self._rows(part, f"{config}:{split}:", f"split {split!r} ", file, ctx)
+        else:
+            yield from self._rows(dataset, f"{config}:", "", file, ctx)
+
+    @staticmethod
+    def _load(file: InputFile, ctx: ExtractContext, datasets):
+        quiet = datasets.are_progress_bars_disabled()
+        datasets.disable_progress_bars()
+        try:
+            return datasets.load_from_disk(str(file.path))
+        except Exception as exc:  # any failure to load is the config's problem, not the run's (ADDENDUM 4.5)
+            ctx.drop("load_failed", file, f"datasets.load_from_disk failed ({type(exc).__name__}: {exc}); "
+                                          "config directory skipped")
+            return None
+        finally:
+            if not quiet:
+                datasets.enable_progress_bars()
+
+    @staticmethod
+    def _rows(part, id_prefix: str, where: str, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
+        import pyarrow as pa
+
+        schema = part.data.schema
+        if TEXT_COLUMN not in schema.names:
+            ctx.drop("missing_text", file, f"{where}has no {TEXT_COLUMN!r} column; its {part.num_rows} row(s) skipped")
+            return
+        # The columns are fixed per split, so the id probe and the conversions are planned once.
+        id_keys = tuple(k for k in NATURAL_ID_KEYS if k in schema.names)
+        converters = tuple((f.name, _converter(f.type)) for f in schema
+                           if f.name != TEXT_COLUMN and _converter(f.type) is not None)
+        start = 0
+        try:
+            for batch in part.with_format("arrow").iter(batch_size=BATCH_ROWS):
+                texts = batch.column(TEXT_COLUMN).to_pylist()
+                rest = batch.drop_columns([TEXT_COLUMN])
+                rows = rest.to_pylist()
+                has_nulls = any(column.null_count for column in rest.columns)
+                for offset, text in enumerate(texts):
+                    if not isinstance(text, str) or not text or text.isspace():
+                        _drop_text(text, start + offset, where, file, ctx)
+                        continue
+                    row = rows[offset]
+                    doc_id = probe_id(row, id_keys) if id_keys else None
+                    if doc_id is None:
+                        doc_id = f"{id_prefix}{start + offset:08d}"
+                    meta = {k: v for k, v in row.items() if v is not None} if has_nulls else row
+                    if converters:
+                        try:
+                            for name, convert in converters:
+                                value = meta.get(name)
+                                if value is not None:
+                                    meta[name] = convert(value)
+                        except UnsupportedValue as exc:
+                            ctx.drop("unsupported_value", file, f"{where}row {start + offset}: column {name!r} holds "
+                                                                f"a {exc} value, which JSON cannot hold; row skipped")
+                            continue
+                    yield Document(text, doc_id, meta)
+                start += len(texts)
+        except (pa.ArrowException, OSError) as exc:
+            ctx.drop("read_failed", file, f"{where}reading the batch at row {start} failed ({type(exc).__name__}: "
+                                          f"{exc}); the rest of the split skipped")
+
+
+def _drop_text(text, row_index: int, where: str, file: InputFile, ctx: ExtractContext) -> None:
+    """D7: a null, non-string or blank text skips the row; the row still counts for positional ids."""
+    if text is None:
+        reason, what = "missing_text", "null"
+    elif isinstance(text, str):
+        reason, what = "empty_text", "blank"
+    else:
+        reason, what = "non_string_text", f"a {type(text).__name__}"
+    ctx.drop(reason, file, f"{where}row {row_index}: text is {what}; row skipped")
