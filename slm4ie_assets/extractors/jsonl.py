@@ -1,12 +1,15 @@
 """jsonl: one JSON object per line, field names from the `metadata:` knobs, optional
 `paragraphs` token annotations (extraction-formats: jsonl; ADDENDUM 4.2; D6, D7, D10)."""
 
+from itertools import repeat
 from typing import Any, Iterator
 
 from ..schema import Annotations, Document
 from .base import ExtractContext, Extractor, InputFile
 from .records import FieldMapping, loads, parse_field_mapping, probe_id
 
+_item = dict.__getitem__  # raises TypeError for a token that is not an object
+_get = dict.get
 STRUCTURAL = frozenset({"paragraphs", "conll"})
 _BOM = b"\xef\xbb\xbf"
 
@@ -47,6 +50,15 @@ class BadAnnotations(ValueError):
     pass
 
 
+def _raise_token_error(tokens: list) -> None:
+    """The first bad token's error, in document order."""
+    for t in tokens:
+        if not isinstance(t, dict):
+            raise BadAnnotations(f"a token is a {type(t).__name__}, not an object")
+        if "form" not in t:
+            raise BadAnnotations("a token has no 'form'")
+
+
 def parse_paragraphs(paragraphs: Any) -> Annotations | None:
     """paragraphs[*].sentences[*].tokens[*] -> arrays; None when there is no token (a stub)."""
     ann = Annotations()
@@ -66,16 +78,19 @@ def parse_paragraphs(paragraphs: Any) -> Annotations | None:
             if not isinstance(tokens, list):
                 raise BadAnnotations("sentence.tokens is not a list")
             start = len(forms)
-            for t in tokens:
-                if not isinstance(t, dict):
-                    raise BadAnnotations(f"a token is a {type(t).__name__}, not an object")
-                if "form" not in t:
-                    raise BadAnnotations("a token has no 'form'")
-                forms.append(t["form"])
-                lemmas.append(t.get("lemma"))
-                upos.append(t.get("upos"))
-                feats.append(t.get("feats"))
-                space.append(t.get("space_after", True) is not False)
+            # One C-level map per column instead of a Python loop per token: once the forms are
+            # read, every token is known to be an object with a form.
+            n = len(tokens)
+            try:
+                sentence_forms = list(map(_item, tokens, repeat("form", n)))
+            except (TypeError, KeyError):
+                _raise_token_error(tokens)
+                raise
+            forms.extend(sentence_forms)
+            lemmas.extend(map(_get, tokens, repeat("lemma", n)))
+            upos.extend(map(_get, tokens, repeat("upos", n)))
+            feats.extend(map(_get, tokens, repeat("feats", n)))
+            space.extend([v is not False for v in map(_get, tokens, repeat("space_after", n), repeat(True, n))])
             if len(forms) > start:
                 ann.sentences.append([start, len(forms) - 1])
     return ann if forms else None

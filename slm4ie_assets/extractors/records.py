@@ -1,13 +1,15 @@
 """Record helpers shared by json, jsonl, coleslaw and huggingface (ADDENDUM 3.3, D4, D7)."""
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 import orjson
 
-_BIG_NUMBER = re.compile(rb"[0-9]{19}")
+# A run of 19 ASCII digits may be an integer orjson cannot hold exactly. Found by mapping every digit
+# to "0" and every other byte to " " and searching for 19 zeros: ~10x faster than a regex search.
+_DIGITS_TO_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_DIGIT_RUN = b"0" * 19
 
 
 def loads(raw: bytes | str) -> Any:
@@ -18,7 +20,7 @@ def loads(raw: bytes | str) -> Any:
         raw_b = raw.encode("utf-8", "surrogatepass")
     else:
         raw_b = raw
-    if _BIG_NUMBER.search(raw_b) is None:
+    if raw_b.translate(_DIGITS_TO_ZERO).find(_DIGIT_RUN) < 0:
         try:
             return orjson.loads(raw_b)
         except orjson.JSONDecodeError:

@@ -1,0 +1,1 @@
+"""Benchmarks of the extraction pipeline (`make bench` runs `python -m bench.run`)."""
