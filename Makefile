@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo demo-ui test test-long ui daemon bench clean
+.PHONY: venv demo demo-ui test test-deps test-long ui daemon bench clean
 
 venv: $(STAMP)
 
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml tools/slm4ie_dagster_module.pth
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# pipefail keeps pip's exit status; the filter only hides this machine's notes about absent local indexes
 	set -o pipefail; $(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "is ignored: it is neither" || true; }
-	set -o pipefail; $(BIN)/python -m pip install --quiet -e '.[test]' 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	set -o pipefail; $(BIN)/python -m pip install --quiet -e '.[test,postgres,ui-test]' 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	@# `dagster asset materialize --select extracted/kas` finds a code location only through -m/-f or
 	@# DAGSTER_MODULE_NAME: this start-up line supplies the default to `dagster asset|job ...` alone
 	@# (never to `dagster dev -w`, which would then see two targets).
@@ -26,6 +26,11 @@ demo: venv
 
 test: venv
 	$(BIN)/python -m pytest -q
+
+# Debian's chromium and postgresql for the browser and Postgres tests (they install these themselves
+# when missing; CI calls this first so an install failure shows up on its own).
+test-deps: venv
+	PYTHON=$(BIN)/python tools/install_test_deps.sh all
 
 test-long: venv
 	$(BIN)/python -m pytest -q -m long
