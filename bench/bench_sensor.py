@@ -11,7 +11,8 @@ instance in a temp DAGSTER_HOME, then measures:
      would have cost (measured on a sample, extrapolated);
   2. sensor ticks: the first one (no cursor: every part meta read) and an idle one (nothing new),
      plus one after a file was added; the cursor size;
-  3. the asset checks' streaming throughput on the published files.
+  3. the asset checks' streaming throughput on the published files, and (4.) on an annotated
+     jsonl dataset whose sidecar carries token arrays.
 Targets (issue #6): an idle tick under 2 s with 5,000 shards; the first extraction not dominated
 by event writes.
 """
@@ -43,6 +44,25 @@ def make_dataset(raw: Path, files: int) -> int:
     return total
 
 
+def make_annotated(raw: Path, mb: int) -> None:
+    """jsonl records with token annotations on two of three records (the rest get stubs)."""
+    written, i = 0, 0
+    target = mb * 1_000_000
+    while written < target:
+        with open(raw / f"part{i:03d}.jsonl", "w", encoding="utf-8") as fh:
+            for j in range(2000):
+                n = 20 + (i * 31 + j) % 60
+                forms = [WORDS[(j + k) % len(WORDS)] for k in range(n)]
+                rec = {"doc_id": f"{i}-{j}", "text": " ".join(forms)}
+                if j % 3:
+                    toks = [{"form": f, "lemma": f[:4], "upos": "NOUN", "feats": "Case=Nom|Number=Sing"} for f in forms]
+                    rec["paragraphs"] = [{"sentences": [{"tokens": toks[:n // 2]}, {"tokens": toks[n // 2:]}]}]
+                line = json.dumps(rec, ensure_ascii=False) + "\n"
+                fh.write(line)
+                written += len(line)
+        i += 1
+
+
 def timed(fn, *args, **kw):
     t = time.perf_counter()
     out = fn(*args, **kw)
@@ -53,6 +73,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=5000)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--annotated-mb", type=int, default=50, help="size of the annotated dataset for the checks")
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
     args = ap.parse_args()
 
@@ -151,6 +172,29 @@ def main() -> None:
     size = spec.text_path.stat().st_size + (spec.sidecar_path.stat().st_size if spec.sidecar_path.exists() else 0)
     print("\n3. checks (streaming the published files)")
     print(f"   {findings.text_lines} lines, {size / 1e6:.1f} MB in {t_check:.2f} s = {size / 1e6 / t_check:.1f} MB/s")
+    # --- 4. checks on an annotated dataset (sidecar with token arrays)
+    ann_raw = root / "raw" / "ann"
+    shutil.rmtree(ann_raw, ignore_errors=True)
+    ann_raw.mkdir(parents=True)
+    make_annotated(ann_raw, args.annotated_mb)
+    doc = json.loads(cfg.read_text())
+    doc["datasets"]["ann"] = {"extractor": "jsonl", "domain": "web"}
+    cfg.write_text(json.dumps(doc))
+    from slm4ie_assets.pipeline import extract_dataset
+
+    catalog = load_catalog(cfg)
+    ann = catalog.dataset("ann")
+    extract_dataset(ann, catalog, force=True, workers=args.workers)
+    findings, t_check = timed(inspect_published, ann)
+    text_b, side_b = ann.text_path.stat().st_size, ann.sidecar_path.stat().st_size
+    import gzip
+
+    with gzip.open(ann.sidecar_path, "rb") as fh:
+        side_raw = sum(len(chunk) for chunk in iter(lambda: fh.read(1 << 20), b""))
+    print("\n4. checks on an annotated dataset")
+    print(f"   {findings.text_lines} lines; text {text_b / 1e6:.1f} MB + sidecar {side_b / 1e6:.1f} MB gz "
+          f"({side_raw / 1e6:.1f} MB raw) in {t_check:.2f} s = {(text_b + side_raw) / 1e6 / t_check:.1f} MB/s "
+          f"of JSON lines; problems: {findings.aligned.count + findings.schema.count}")
     instance.dispose()
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)

@@ -3,23 +3,35 @@
 A bad config fails here, at load, with one message listing every problem (D15).
 """
 
-from dagster import Definitions, multiprocess_executor
+from dagster import Definitions, in_process_executor
 
-from .assets import build_extracted_asset
+from .assets import build_extracted_asset, build_shards_asset
 from .catalog import load_catalog
+from .checks import build_extracted_checks
 from .io_manager import ExtractIOManager
 from .resources import ExtractSettings
+from .schedules import build_schedules
+from .sensors import build_automation_sensor, build_raw_sensor
 
 
 def build_definitions(catalog=None) -> Definitions:
     catalog = catalog or load_catalog()
-    assets = [build_extracted_asset(spec, catalog) for spec in catalog.datasets.values()]
+    specs = list(catalog.datasets.values())
+    assets = [build_shards_asset(spec, catalog) for spec in specs]
+    assets += [build_extracted_asset(spec, catalog) for spec in specs]
+    sensors = [build_raw_sensor(spec, catalog) for spec in specs]
+    if specs:
+        sensors.append(build_automation_sensor(catalog))
     return Definitions(
         assets=assets,
+        asset_checks=[build_extracted_checks(spec) for spec in specs],
+        sensors=sensors,
+        schedules=build_schedules(catalog),
         resources={"extract": ExtractSettings(), "extract_io": ExtractIOManager()},
-        # Datasets selected together run one after another, each with all its worker processes;
-        # across runs the `slm4ie_extract` pool in dagster.yaml does the same for queued runs.
-        executor=multiprocess_executor.configured({"max_concurrent": 1}),
+        # One process runs a run's steps one after another: datasets selected together never
+        # oversubscribe cores (each uses all its worker processes), and no step pays for a fresh
+        # interpreter. Across runs the `slm4ie_extract` pool in dagster.yaml does the same.
+        executor=in_process_executor,
     )
 
 

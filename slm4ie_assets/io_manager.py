@@ -9,10 +9,11 @@ from pathlib import Path
 
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
+from .assets import ShardEventRecorder
 from .catalog import DatasetSpec, load_catalog
-from .metadata import publish_metadata, skipped_metadata
+from .metadata import publish_metadata, shard_batch_metadata, skipped_metadata
 from .parts import DatasetStore
-from .pipeline import DatasetPlan, extract_and_publish
+from .pipeline import DatasetPlan, ShardBatch, extract_and_publish, extract_shard_batch
 
 MAX_LOGGED_WARNINGS = 50
 
@@ -28,16 +29,23 @@ class PublishedDataset:
 
 
 class ExtractIOManager(ConfigurableIOManager):
-    def handle_output(self, context: OutputContext, obj: DatasetPlan) -> None:
+    def handle_output(self, context: OutputContext, obj: DatasetPlan | ShardBatch) -> None:
+        if isinstance(obj, ShardBatch):
+            return self._extract_shards(context, obj)
         if not isinstance(obj, DatasetPlan):
-            raise TypeError(f"extract_io stores DatasetPlan values, got {type(obj).__name__}")
+            raise TypeError(f"extract_io stores DatasetPlan or ShardBatch values, got {type(obj).__name__}")
         if obj.up_to_date:
             manifest = DatasetStore(obj.spec).published_manifest() or {}
             context.log.info(f"{obj.spec.key}: published output matches all {len(obj.shards)} shard(s); skipped "
                              "(materialize with force to re-extract)")
             context.add_output_metadata(skipped_metadata(obj, manifest))
             return
-        report = extract_and_publish(obj, log=context.log.info)
+        recorder = ShardEventRecorder(context, obj)
+        report = extract_and_publish(obj, log=context.log.info, on_part=recorder)
+        if recorder.unrecorded:
+            context.log.info(f"{obj.spec.key}: {recorder.unrecorded} rebuilt shard(s) not recorded one by one as "
+                             "shards/ partition materializations (bulk rebuild; see SHARD_EVENT_LIMIT)")
+        context.add_output_metadata({"shard_events_recorded": recorder.recorded})
         for w in report.warnings[:MAX_LOGGED_WARNINGS]:
             context.log.warning(w)
         extra = sum(sum(m["drops"].values()) for m in report.parts) - min(len(report.warnings), MAX_LOGGED_WARNINGS)
@@ -47,6 +55,15 @@ class ExtractIOManager(ConfigurableIOManager):
             context.add_output_metadata(skipped_metadata(obj, report.manifest or {}))
         else:
             context.add_output_metadata(publish_metadata(obj, report))
+
+    def _extract_shards(self, context: OutputContext, batch: ShardBatch) -> None:
+        """A shards/<key> run: bring the selected parts up to date; publishing is extracted/<key>'s job."""
+        report = extract_shard_batch(batch, log=context.log.info)
+        for w in report.warnings[:MAX_LOGGED_WARNINGS]:
+            context.log.warning(w)
+        context.log.info(f"{batch.spec.key}: {len(report.extracted)} of {len(batch.shards)} shard(s) extracted"
+                         + ("" if report.extracted else " (all current; materialize with force to re-extract)"))
+        context.add_output_metadata(shard_batch_metadata(batch, report))
 
     def load_input(self, context: InputContext) -> PublishedDataset:
         key = context.asset_key.path[-1]

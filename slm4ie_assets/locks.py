@@ -23,17 +23,18 @@ def dataset_lock(path: Path, dataset: str, timeout: float = 6 * 3600, log: Calla
     try:
         deadline = time.monotonic() + timeout
         announced = False
+        holder = ""
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if not announced and log is not None:
-                    holder = ""
+                if not holder:
                     try:
                         holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
                     except OSError:
                         pass
+                if not announced and log is not None:
                     log(f"{dataset}: another run holds the dataset lock ({holder or 'unknown holder'}); waiting")
                     announced = True
                 if time.monotonic() >= deadline:

@@ -17,7 +17,7 @@ from .extractors.base import Extractor
 from .extractors.registry import make_extractor
 from .locks import dataset_lock
 from .parts import DatasetStore, publish, write_part
-from .shards import Shard, plan_shards
+from .shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
 
 Log = Callable[[str], None]
 
@@ -63,14 +63,15 @@ def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None) -> dict:
     return unpack_archives(spec.raw_dir, store.state / "archives.json", catalog.archives, log=log)
 
 
-def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1) -> DatasetPlan:
+def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
+                 group_threshold: int = DEFAULT_GROUP_THRESHOLD) -> DatasetPlan:
     require_raw_dir(spec)
     extractor = make_extractor(spec.extractor, spec.options)
     unreadable: list[str] = []
     files = extractor.list_inputs(spec.raw_dir)
-    if hasattr(extractor, "unreadable"):
-        unreadable = list(extractor.unreadable)
-    shards = plan_shards(extractor, files)
+    if hasattr(extractor, "unreadable"):  # D6: raw entries named like inputs that cannot be read
+        unreadable = [f"{spec.key}/{entry} [unreadable_path]" for entry in extractor.unreadable]
+    shards = plan_shards(extractor, files, group_threshold)
     store = DatasetStore(spec)
     stale = [s for s in shards if force or not store.part_is_current(s)]
     up_to_date = not force and not stale and store.is_published(shards)
@@ -172,15 +173,15 @@ class StrictModeViolation(RuntimeError):
     pass
 
 
-def check_strict(spec: DatasetSpec, metas: list[dict]) -> None:
+def check_strict(spec: DatasetSpec, metas: list[dict], discovery: list[str] = ()) -> None:
     if not spec.strict:
         return
-    drops: dict[str, int] = {}
+    drops: dict[str, int] = {"unreadable_path": len(discovery)} if discovery else {}
     for m in metas:
         for k, v in m["drops"].items():
             drops[k] = drops.get(k, 0) + v
     if drops:
-        first = next((w for m in metas for w in m["warnings"]), "")
+        first = next((w for w in discovery), "") or next((w for m in metas for w in m["warnings"]), "")
         summary = ", ".join(f"{k}: {v}" for k, v in sorted(drops.items()))
         raise StrictModeViolation(f"dataset {spec.key!r} is strict and {sum(drops.values())} item(s) were skipped "
                                   f"({summary}); first: {first}")
@@ -201,9 +202,9 @@ def extract_and_publish(plan: DatasetPlan, log: Log | None = None,
             return RunReport(spec.key, True, len(plan.shards), [], manifest, [], time.monotonic() - started, [])
         metas_new = extract_parts(spec, stale, plan.workers, log, on_part)
         metas = [store.read_part_meta(s.key) for s in plan.shards]
-        check_strict(spec, metas)
-        manifest = publish(spec, plan.shards, store)
-    warnings = [w for m in metas_new for w in m["warnings"]]
+        check_strict(spec, metas, plan.unreadable)
+        manifest = publish(spec, plan.shards, store, plan.unreadable)
+    warnings = list(plan.unreadable) + [w for m in metas_new for w in m["warnings"]]
     return RunReport(spec.key, False, len(plan.shards), [s.key for s in stale], manifest, metas_new,
                      time.monotonic() - started, warnings)
 
@@ -214,5 +215,35 @@ def extract_dataset(spec: DatasetSpec, catalog: Catalog, force: bool = False, wo
     require_raw_dir(spec)
     with dataset_lock(lock_path(spec), spec.key, log=log):
         unpack(spec, catalog, log)
-    plan = plan_dataset(spec, force, effective_workers(workers, catalog.max_workers))
+    plan = plan_dataset(spec, force, effective_workers(workers, catalog.max_workers), catalog.shard_group_threshold)
     return extract_and_publish(plan, log)
+
+
+# ----------------------------------------------------------------------------- shard partitions
+
+
+@dataclass
+class ShardBatch:
+    """What a `shards/<key>` run will do: bring these shards' parts up to date, without publishing."""
+
+    spec: DatasetSpec
+    shards: list[Shard]
+    force: bool = False
+    workers: int = 1
+
+
+def extract_shard_batch(batch: ShardBatch, log: Log | None = None,
+                        on_part: Callable[[Shard, dict], None] | None = None) -> RunReport:
+    """Extract the batch's stale parts (all when forced) under the dataset lock; `extracted/<key>`
+    publishes them later. `RunReport.skipped` is true when every part was already current."""
+    spec = batch.spec
+    started = time.monotonic()
+    store = DatasetStore(spec)
+    with dataset_lock(lock_path(spec), spec.key, log=log):
+        store.cleanup()  # D17: leftovers of interrupted runs; parts of other shards are kept
+        stale = [s for s in batch.shards if batch.force or not store.part_is_current(s)]
+        metas = extract_parts(spec, stale, batch.workers, log, on_part)
+    check_strict(spec, metas)
+    warnings = [w for m in metas for w in m["warnings"]]
+    return RunReport(spec.key, not stale, len(batch.shards), [s.key for s in stale], None, metas,
+                     time.monotonic() - started, warnings)

@@ -1,8 +1,19 @@
 """Shard planning and input fingerprints.
 
-A shard is the unit of extraction and of the `shards/<key>` dynamic partitions: one input file
-(one config directory for huggingface). Its key is the file's relative path, made safe for
-Dagster partition keys; its fingerprint comes from stat alone, so planning never reads content.
+A shard is the unit of extraction and of the `shards/<key>` dynamic partitions. Up to the catalog's
+`shard_group_threshold` files, a shard is one input file (one config directory for huggingface)
+keyed by its relative path. Above it, a shard is a contiguous run of files in ADDENDUM 3.1 order
+whose boundaries come from a hash of each path (content-defined chunking): a file whose path hash
+is 0 modulo the average group size starts a new group, keyed by that file; files before the first
+such file form the head group `%head` (no escaped path can contain a bare `%`). The average size is
+a power of two chosen from the file count, so it only changes when the count crosses
+threshold x 2^k. Adding or removing a file therefore changes only the group it falls into (and a
+new boundary file splits its group in two): every other shard keeps its key and fingerprint.
+
+Output bytes never depend on the grouping: a part holds its files' documents in file order and
+parts are published in file order.
+
+Fingerprints come from stat alone, so planning never reads content.
 """
 
 import hashlib
@@ -12,9 +23,12 @@ from dataclasses import dataclass
 from .extractors.base import Extractor, InputFile, sort_key
 
 MAX_KEY_LEN = 512
+DEFAULT_GROUP_THRESHOLD = 1000  # same default as Catalog.shard_group_threshold
+HEAD_GROUP_KEY = "%head"
 # Dagster does not validate dynamic partition keys, but `...` breaks ranges, `,` breaks lists and
 # brackets break the UI's range syntax; `%` is escaped so the encoding stays reversible.
 _UNSAFE = re.compile(r"[%,\[\]\x00-\x1f\x7f]")
+_REFUSED = re.compile(r"[,\[\]\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -35,14 +49,15 @@ def shard_key(rel: str) -> str:
     key = key.replace("...", "..%2E")
     if len(key) > MAX_KEY_LEN:
         digest = hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        key = f"{key[: MAX_KEY_LEN - 18]}~{digest}"
+        key = f"{key[: MAX_KEY_LEN - 17]}~{digest}"
     return key
 
 
 def check_shard_key(key: str) -> str:
     """Refuse keys that would break Dagster's partition syntax (keys typed into the UI included)."""
-    if not key or len(key) > MAX_KEY_LEN or "..." in key or _UNSAFE.sub("", key.replace("%", "")) != key.replace("%", ""):
-        raise ValueError(f"invalid shard key {key!r}: no ',', '[', ']', '...', control characters, at most {MAX_KEY_LEN} characters")
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN or "..." in key or _REFUSED.search(key):
+        raise ValueError(f"invalid shard key {key!r}: no ',', '[', ']', '...', control characters, "
+                         f"not empty, at most {MAX_KEY_LEN} characters")
     return key
 
 
@@ -52,11 +67,58 @@ def file_fingerprint(extractor: Extractor, file: InputFile) -> tuple[str, int]:
     return fp, size
 
 
-def plan_shards(extractor: Extractor, files: list[InputFile]) -> list[Shard]:
-    """One shard per input file, in the publish order of ADDENDUM 3.1."""
+def group_size(n_files: int, threshold: int) -> int:
+    """Average files per shard: 1 up to the threshold, else the smallest power of two that keeps
+    the expected shard count at or under the threshold."""
+    avg = 1
+    while n_files > threshold * avg:
+        avg *= 2
+    return avg
+
+
+def _path_hash(rel: str) -> int:
+    return int.from_bytes(hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=8).digest(), "little")
+
+
+def _group_shard(key: str, files: list[InputFile], fps: list[tuple[str, int]]) -> Shard:
+    h = hashlib.sha1()
+    for f, (fp, _) in zip(files, fps):
+        h.update(f.rel.encode("utf-8", "surrogateescape"))
+        h.update(b"\0")
+        h.update(fp.encode())
+        h.update(b"\n")
+    return Shard(key, tuple(files), f"g{len(files)}:{h.hexdigest()[:20]}", sum(s for _, s in fps))
+
+
+def plan_shards(extractor: Extractor, files: list[InputFile],
+                group_threshold: int = DEFAULT_GROUP_THRESHOLD) -> list[Shard]:
+    """The dataset's shards in the publish order of ADDENDUM 3.1."""
+    files = sorted(files, key=lambda f: sort_key(f.rel))
+    avg = group_size(len(files), group_threshold)
+    if avg == 1:
+        shards = []
+        for f in files:
+            fp, size = file_fingerprint(extractor, f)
+            shards.append(Shard(shard_key(f.rel), (f,), fp, size))
+        return shards
+    mask = avg - 1
     shards = []
+    key, group, fps = HEAD_GROUP_KEY, [], []
     for f in files:
-        fp, size = file_fingerprint(extractor, f)
-        shards.append(Shard(shard_key(f.rel), (f,), fp, size))
-    shards.sort(key=lambda s: s.order)
+        if _path_hash(f.rel) & mask == 0:
+            if group:
+                shards.append(_group_shard(key, group, fps))
+            key, group, fps = shard_key(f.rel), [], []
+        group.append(f)
+        fps.append(file_fingerprint(extractor, f))
+    if group:
+        shards.append(_group_shard(key, group, fps))
     return shards
+
+
+def list_shards(spec, group_threshold: int = DEFAULT_GROUP_THRESHOLD) -> list[Shard]:
+    """A dataset's shards from one listing and stat calls (no content reads, no part metas)."""
+    from .extractors.registry import make_extractor
+
+    extractor = make_extractor(spec.extractor, spec.options)
+    return plan_shards(extractor, extractor.list_inputs(spec.raw_dir), group_threshold)
