@@ -140,10 +140,14 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
     )
     def _extracted(context: AssetExecutionContext, extract: ExtractSettings) -> Output:
         require_raw_dir(spec)
+        def unpack_log(message: str) -> None:  # archives logs each warning once, prefixed
+            if message.startswith("WARNING "):
+                context.log.warning(message[len("WARNING "):])
+            else:
+                context.log.info(message)
+
         with dataset_lock(lock_path(spec), spec.key, log=context.log.info):
-            report = unpack(spec, catalog, log=context.log.info)
-        for w in report.get("warnings", []):
-            context.log.warning(w)
+            unpack(spec, catalog, log=unpack_log)
         workers = effective_workers(extract.max_workers, catalog.max_workers)
         plan = plan_dataset(spec, force=extract.force, workers=workers, group_threshold=catalog.shard_group_threshold)
         added, deleted = sync_partitions(context.instance, spec.key, [s.key for s in plan.shards])
