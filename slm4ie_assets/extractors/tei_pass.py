@@ -1,0 +1,104 @@
+"""What the three TEI extracting passes share: the event stream and freeing the tree behind it.
+
+A pass is one streaming lxml parse over the file (D12: the same code at every size): start and end
+events of the elements it asks for, from lxml's feed parser (XMLPullParser, the engine under
+iterparse, used directly because it passes every parser option through). Whatever has been
+handled is cleared and detached together with everything before it, so the tree in memory never
+holds more than the document in progress, the path down to it and one read-ahead chunk.
+"""
+
+from typing import Callable, Iterator
+
+from lxml import etree
+
+from ..schema import Document
+from .tei_names import BODY, parser_options
+
+Drop = Callable[..., None]  # drop(reason, message, line=None)
+CHUNK = 1 << 16  # bytes fed to the parser at a time: the read-ahead a pass holds in its tree
+
+
+class TeiPass:
+    """Base class: `run(huge)` yields Documents; `in_progress()` names what a parse error cuts off."""
+
+    tags: tuple = ()
+
+    def __init__(self, path, row: dict, drop: Drop, stem: str):
+        self.path = path
+        self.row = row  # the file's external-TSV metadata (section 7), {} without a sidecar
+        self.drop = drop
+        self.stem = stem
+        self._swept = None  # the element whose ancestors release() swept last
+        self.root = None  # the document element, once known
+        self.parser = None
+
+    def event_batches(self, fh, huge: bool):
+        """Iterators of (event, element), one per chunk read. On a parse error the events before
+        it are delivered first (S3: what closed before the error is kept), then the error raises."""
+        self.parser = parser = etree.XMLPullParser(events=("start", "end"), tag=self.tags, **parser_options(huge))
+        read = fh.read
+        try:
+            while True:
+                data = read(CHUNK)
+                if not data:
+                    self.root = parser.close()
+                    yield parser.read_events()
+                    return
+                parser.feed(data)
+                yield parser.read_events()
+        except etree.ParseError:
+            yield parser.read_events()
+            raise
+
+    def run(self, fh, huge: bool) -> Iterator[Document]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def in_progress(self) -> str | None:
+        """What an error at this point drops, for the warning; None when nothing is open."""
+        return None
+
+    def finish(self, root) -> None:
+        """After the last event: account for content left in the tree (only on a clean end)."""
+
+    def inspect(self, el, in_body: bool) -> None:
+        """Called for every subtree about to be freed unread; subclasses count lost content."""
+
+    def release(self, el, bodies: int = 0) -> None:
+        """Free `el`'s previous siblings and those of every ancestor, inspecting each first.
+        `bodies` is the number of open `<body>` elements around `el`, so `inspect` can tell
+        whether a freed subtree lies inside a body.
+
+        Once an open element's ancestors have been swept, nothing new can appear before them
+        until it closes, so the climb stops at the parent swept last time."""
+        parent = el.getparent()
+        if parent is None:
+            return
+        inspect = self.inspect
+        while el.getprevious() is not None:
+            inspect(parent[0], bodies > 0)
+            del parent[0]
+        if parent is self._swept:
+            return
+        self._swept = parent
+        node = parent
+        while True:
+            if node.tag == BODY:
+                bodies -= 1
+            above = node.getparent()
+            if above is None:
+                self.root = node
+                return
+            while node.getprevious() is not None:
+                inspect(above[0], bodies > 0)
+                del above[0]
+            node = above
+
+
+def text_is_blank(el) -> bool:
+    """True when `el` (tail included) holds no text but whitespace; comments and processing
+    instructions do not count."""
+    for piece in el.itertext():
+        if piece.strip():
+            return False
+    tail = el.tail
+    return not (tail and tail.strip())

@@ -1,0 +1,83 @@
+"""The text content of a TEI element, with one reading per `<choice>` (D13, S6).
+
+Used for a token's form when the token has child markup, for a plain `<p>`, and for a D19 `<seg>`.
+Iterative, so nesting depth is bounded by the parser (256, or 2048 under huge_tree) and never by
+Python's recursion limit.
+"""
+
+from lxml import etree
+
+from .tei_names import CHOICE, CHOICE_PREFERENCE
+
+_ENTITY = etree.Entity
+
+
+def choose_reading(choice):
+    """The `<choice>` child to read: reg, corr, expan, then orig, sic, abbr, then the first child
+    element; None when it has no element child."""
+    first = None
+    best = None
+    best_rank = len(CHOICE_PREFERENCE)
+    for child in choice:
+        tag = child.tag
+        if tag.__class__ is not str:
+            continue  # comment, processing instruction, entity reference
+        if first is None:
+            first = child
+        try:
+            rank = CHOICE_PREFERENCE.index(tag)
+        except ValueError:
+            continue
+        if rank < best_rank:
+            best, best_rank = child, rank
+            if rank == 0:
+                break
+    return best if best is not None else first
+
+
+class TextCollector:
+    """Collects text content; counts entity references it cannot expand (they are never expanded,
+    for safety) so the caller can put them in the drop ledger."""
+
+    __slots__ = ("skip", "unexpanded")
+
+    def __init__(self, skip: frozenset = frozenset()):
+        self.skip = skip  # tags whose content is not text (their tails still are), e.g. <note>
+        self.unexpanded: list = []  # (entity text, line) of every entity reference met
+
+    def text(self, el) -> str:
+        """All descendant text and tails of `el` (not its own tail); comments and processing
+        instructions excluded (their tails kept); inside `<choice>` only the chosen reading."""
+        parts = []
+        if el.text:
+            parts.append(el.text)
+        skip = self.skip
+        # frames: (iterator over children still to visit, text to append once they are done)
+        stack = [(iter(el), None)]
+        while stack:
+            children, after = stack[-1]
+            for child in children:
+                tag = child.tag
+                if tag.__class__ is str:
+                    if tag == CHOICE:
+                        chosen = choose_reading(child)
+                        if chosen is not None and chosen.tag not in skip:
+                            if chosen.text:
+                                parts.append(chosen.text)
+                            # the reading's own tail lies inside <choice>: only the choice's tail follows
+                            stack.append((iter(chosen), child.tail))
+                            break
+                    elif tag not in skip:
+                        if child.text:
+                            parts.append(child.text)
+                        stack.append((iter(child), child.tail))
+                        break
+                elif tag is _ENTITY:
+                    self.unexpanded.append((child.text, child.sourceline))
+                if child.tail:
+                    parts.append(child.tail)
+            else:
+                stack.pop()
+                if after:
+                    parts.append(after)
+        return "".join(parts)
