@@ -20,7 +20,7 @@ CONFIG_ENV = "SLM4IE_EXTRACT_CONFIG"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FORMAT_VERSION = 1  # bump when the bytes an extractor writes change for the same input
 
-_KEY_RE = re.compile(r"^[A-Za-z0-9_]+$")
+_KEY_RE = re.compile(r"[A-Za-z0-9_]+")  # used with fullmatch: `$` would let a trailing newline through
 _TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "shard_group_threshold"}
 _DATASET_KEYS = {"extractor", "domain", "metadata", "strict", "watch", "watch_interval", "schedule"}
 _ARCHIVE_KEYS = {"max_ratio", "max_bytes"}
@@ -174,7 +174,7 @@ def parse_catalog(doc: Any, path: Path) -> Catalog:
 
 def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, errors: list) -> DatasetSpec | None:
     where = f"datasets.{key}"
-    if not isinstance(key, str) or not _KEY_RE.match(key):
+    if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
         errors.append(f"{where}: dataset key must be letters, digits and underscores only "
                       "(it names files under extracted/ and Dagster assets)")
         return None

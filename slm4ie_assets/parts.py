@@ -25,7 +25,7 @@ import orjson
 from xxhash import xxh3_64_intdigest
 
 from .catalog import FORMAT_VERSION, DatasetSpec
-from .extractors.base import DropLedger, ExtractContext, Extractor
+from .extractors.base import DropLedger, ExtractContext, Extractor, InputFile
 from .gzipio import GzipMemberWriter, gzip_bytes
 from .schema import UnencodableValue, annotation_record, dumps, stub_record, text_record
 from .shards import Shard
@@ -48,6 +48,28 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class OutputWriteError(OSError):
+    """Writing under the output folder failed (disk full, quota, I/O error). The message names the
+    dataset and the folder; what was published before stays as it was, and nothing half-written
+    is left behind."""
+
+    @classmethod
+    def of(cls, spec: DatasetSpec, where: Path, exc: OSError) -> "OutputWriteError":
+        message = (f"dataset {spec.key!r}: cannot write under {where}: {exc.strerror or exc}; "
+                   "the published output is unchanged")
+        return cls(exc.errno, message) if exc.errno is not None else cls(message)
+
+
+def _is_input_error(exc: OSError, file: InputFile) -> bool:
+    """True when an extractor's OSError is about reading its own input (the file, or a file inside
+    a config directory), not about something else it needs (a TSV sidecar fails the dataset)."""
+    if exc.filename is None:
+        return True
+    name = os.fsdecode(exc.filename)
+    base = os.fspath(file.path)
+    return name == base or name.startswith(base + os.sep)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -123,10 +145,21 @@ class DatasetStore:
                 if live is None or Path(live).name != v.name:
                     shutil.rmtree(v, ignore_errors=True)
                     removed += 1
-        for p in (self.current.with_name("current" + PARTIAL),):
+        # temporary links of a swap a kill interrupted (`_link` names them `<name>.link.partial`)
+        link_tmps = [self.current.with_name("current" + PARTIAL), self.current.with_name("current.link" + PARTIAL)]
+        link_tmps += [self.out / f"{p.name}.link{PARTIAL}" for p in (self.spec.text_path, self.spec.sidecar_path)]
+        for p in link_tmps:
             if p.is_symlink() or p.exists():
                 p.unlink()
                 removed += 1
+        # a kill right after the swap to a version without a sidecar leaves the old sidecar link,
+        # dangling through `current` (D17: retired here even when the next run has nothing to do)
+        side = self.spec.sidecar_path
+        manifest = self.published_manifest()
+        if (manifest is not None and not manifest.get("has_sidecar") and side.is_symlink()
+                and os.readlink(side) == f"{STATE_DIR}/{self.spec.key}/current/{side.name}"):
+            side.unlink()
+            removed += 1
         return removed
 
 
@@ -166,90 +199,115 @@ def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: Dat
     ann_writer = None
     ann_fh = None
     started = time.monotonic()
-    with open(tmp_text, "wb", buffering=1 << 20) as text_fh, open(tmp_uids, "wb") as uid_fh:
-        try:
-            for file in shard.files:
-                emitted = 0
-                prefix = file.rel_stem
-                for doc in extractor.extract(file, ctx):
-                    text = doc.text
-                    if text.__class__ is not str:
-                        if not isinstance(text, str):
-                            ctx.drop("non_string_text", file, f"text is a {type(text).__name__}, not a string; document skipped")
-                            continue
-                    if not text or text.isspace():
-                        ctx.drop("empty_text", file, "blank text; document skipped")
-                        continue
-                    doc_id = doc.doc_id
-                    if not doc_id or doc_id.isspace():
-                        doc_id = f"{prefix}:{emitted:06d}"
-                    doc_uid = f"{source}:{doc_id}"
-                    rec = {"text": text, "source": source, "domain": domain, "doc_id": doc_id, "uid": doc_uid}
-                    if doc.metadata:
-                        rec["metadata"] = doc.metadata
-                    ann = doc.annotations
-                    ann_line = None
+    failure_from_extractor = None  # an OSError raised by an extractor that is not about its own input
+    try:
+        with open(tmp_text, "wb", buffering=1 << 20) as text_fh, open(tmp_uids, "wb") as uid_fh:
+            try:
+                for file in shard.files:
+                    emitted = 0
+                    prefix = file.rel_stem
                     try:
-                        line = orjson_dumps(rec, option=NEWLINE)
-                        if ann is not None and ann.forms:
-                            ann_line = orjson_dumps(annotation_record(doc_id, doc_uid, ann), option=NEWLINE)
-                    except (orjson.JSONEncodeError, TypeError):
-                        issues: list = []
-                        try:
-                            line = dumps(rec, issues) + b"\n"
-                            if ann is not None and ann.forms:
-                                ann_line = dumps(annotation_record(doc_id, doc_uid, ann), issues) + b"\n"
-                        except UnencodableValue as exc:
-                            ctx.drop("unencodable", file, f"document {doc_id!r}: {exc}; skipped")
-                            continue
-                        for issue in issues:
-                            repairs[issue] = repairs.get(issue, 0) + 1
-                        if issues and len(warnings_log) < 100:
-                            warnings_log.append(f"{spec.key}/{file.rel}: document {doc_id!r}: "
-                                                f"{', '.join(sorted(set(issues)))} repaired (U+FFFD / null)")
-                        doc_uid = orjson.loads(line)["uid"]
-                    if ann_line is not None and ann_writer is None:
-                        ann_fh = open(tmp_ann, "wb")
-                        ann_writer = GzipMemberWriter(ann_fh)
-                        if docs:
-                            text_fh.flush()
-                            for stub in _stub_lines_from_text(tmp_text, docs):
-                                ann_writer.write(stub)
-                    text_fh.write(line)
-                    text_bytes += len(line)
-                    if ann_writer is not None:
-                        if ann_line is not None:
-                            ann_writer.write(ann_line)
-                            annotated += 1
-                            tokens += len(ann.forms)
-                            sentences += len(ann.sentences)
-                        else:
-                            ann_writer.write(dumps(stub_record(doc_id, doc_uid)) + b"\n")
-                    uids.append(uid_hash(doc_uid))
-                    if len(uids) >= _UID_FLUSH:
-                        uids.tofile(uid_fh)
-                        del uids[:]
-                    docs += 1
-                    emitted += 1
-                    if progress is not None and docs % 5000 == 0:
-                        progress(docs, text_bytes)
-            uids.tofile(uid_fh)
-            if ann_writer is not None:
-                ann_writer.close()
-                ann_fh.close()
-        except BaseException:
-            if ann_writer is not None:
-                ann_writer.abort()
-                ann_fh.close()
-            for p in (tmp_text, tmp_ann, tmp_uids):
-                p.unlink(missing_ok=True)
+                        for doc in extractor.extract(file, ctx):
+                            text = doc.text
+                            if text.__class__ is not str:
+                                if not isinstance(text, str):
+                                    ctx.drop("non_string_text", file,
+                                             f"text is a {type(text).__name__}, not a string; document skipped")
+                                    continue
+                            if not text or text.isspace():
+                                ctx.drop("empty_text", file, "blank text; document skipped")
+                                continue
+                            doc_id = doc.doc_id
+                            if not doc_id or doc_id.isspace():
+                                doc_id = f"{prefix}:{emitted:06d}"
+                            doc_uid = f"{source}:{doc_id}"
+                            rec = {"text": text, "source": source, "domain": domain, "doc_id": doc_id, "uid": doc_uid}
+                            if doc.metadata:
+                                rec["metadata"] = doc.metadata
+                            ann = doc.annotations
+                            ann_line = None
+                            try:
+                                line = orjson_dumps(rec, option=NEWLINE)
+                                if ann is not None and ann.forms:
+                                    ann_line = orjson_dumps(annotation_record(doc_id, doc_uid, ann),
+                                                            option=NEWLINE)
+                            except (orjson.JSONEncodeError, TypeError):
+                                issues: list = []
+                                try:
+                                    line = dumps(rec, issues) + b"\n"
+                                    if ann is not None and ann.forms:
+                                        ann_line = dumps(annotation_record(doc_id, doc_uid, ann), issues) + b"\n"
+                                except UnencodableValue as exc:
+                                    ctx.drop("unencodable", file, f"document {doc_id!r}: {exc}; skipped")
+                                    continue
+                                for issue in issues:
+                                    repairs[issue] = repairs.get(issue, 0) + 1
+                                if issues and len(warnings_log) < 100:
+                                    warnings_log.append(f"{spec.key}/{file.rel}: document {doc_id!r}: "
+                                                        f"{', '.join(sorted(set(issues)))} repaired (U+FFFD / null)")
+                                doc_uid = orjson.loads(line)["uid"]
+                            try:
+                                if ann_line is not None and ann_writer is None:
+                                    ann_fh = open(tmp_ann, "wb")
+                                    ann_writer = GzipMemberWriter(ann_fh)
+                                    if docs:
+                                        text_fh.flush()
+                                        for stub in _stub_lines_from_text(tmp_text, docs):
+                                            ann_writer.write(stub)
+                                text_fh.write(line)
+                                text_bytes += len(line)
+                                if ann_writer is not None:
+                                    if ann_line is not None:
+                                        ann_writer.write(ann_line)
+                                        annotated += 1
+                                        tokens += len(ann.forms)
+                                        sentences += len(ann.sentences)
+                                    else:
+                                        ann_writer.write(dumps(stub_record(doc_id, doc_uid)) + b"\n")
+                                uids.append(uid_hash(doc_uid))
+                                if len(uids) >= _UID_FLUSH:
+                                    uids.tofile(uid_fh)
+                                    del uids[:]
+                            except OSError as exc:
+                                raise OutputWriteError.of(spec, store.parts, exc) from exc
+                            docs += 1
+                            emitted += 1
+                            if progress is not None and docs % 5000 == 0:
+                                progress(docs, text_bytes)
+                    except OSError as exc:
+                        if isinstance(exc, OutputWriteError) or not _is_input_error(exc, file):
+                            failure_from_extractor = exc
+                            raise
+                        # D6: an input that cannot be read (permissions, I/O error) costs that file only
+                        ctx.drop("unreadable_file", file, f"read failed ({exc.strerror or exc}); kept the {emitted} "
+                                                          "document(s) read before it, skipped the rest of the file")
+                uids.tofile(uid_fh)
+                if ann_writer is not None:
+                    ann_writer.close()
+                    ann_fh.close()
+            except BaseException:
+                if ann_writer is not None:
+                    ann_writer.abort()
+                    try:
+                        ann_fh.close()
+                    except OSError:
+                        pass
+                for p in (tmp_text, tmp_ann, tmp_uids):
+                    p.unlink(missing_ok=True)
+                raise
+        os.replace(tmp_text, text_path)
+        os.replace(tmp_uids, uids_path)
+        if ann_writer is not None:
+            os.replace(tmp_ann, ann_path)
+        else:
+            ann_path.unlink(missing_ok=True)
+    except OSError as exc:
+        # the output side failed (disk full, quota, I/O error): nothing half-written stays behind
+        for p in (tmp_text, tmp_ann, tmp_uids):
+            p.unlink(missing_ok=True)
+        if isinstance(exc, OutputWriteError) or exc is failure_from_extractor:
             raise
-    os.replace(tmp_text, text_path)
-    os.replace(tmp_uids, uids_path)
-    if ann_writer is not None:
-        os.replace(tmp_ann, ann_path)
-    else:
-        ann_path.unlink(missing_ok=True)
+        raise OutputWriteError.of(spec, store.parts, exc) from exc
     meta = {
         "format": FORMAT_VERSION,
         "shard": shard.key,
@@ -268,7 +326,11 @@ def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: Dat
         "repairs": repairs,
         "seconds": round(time.monotonic() - started, 3),
     }
-    _write_atomic(meta_path, orjson.dumps(meta))
+    try:
+        _write_atomic(meta_path, orjson.dumps(meta))
+    except OSError as exc:
+        meta_path.with_name(meta_path.name + PARTIAL).unlink(missing_ok=True)
+        raise OutputWriteError.of(spec, store.parts, exc) from exc
     return meta
 
 
@@ -328,15 +390,9 @@ def _link(path: Path, target: str) -> None:
     os.replace(tmp, path)
 
 
-def publish(spec: DatasetSpec, shards: list[Shard], store: DatasetStore) -> dict:
-    """Concatenate the current parts in shard order into a new version and swap it in."""
-    metas = []
-    for s in shards:
-        meta = store.read_part_meta(s.key)
-        if not store.part_is_current(s, meta):
-            raise RuntimeError(f"{spec.key}: part for shard {s.key!r} is missing or stale; extract it before publishing")
-        metas.append(meta)
-    version = store.versions / f"v{time.time_ns()}-{os.getpid()}"
+def _write_version(spec: DatasetSpec, shards: list[Shard], store: DatasetStore, metas: list[dict],
+                   version: Path, discovery: list[str]) -> dict:
+    """Write a complete version folder (text, sidecar, manifest), fsynced; returns the manifest."""
     version.mkdir(parents=True)
     text_name = spec.text_path.name
     side_name = spec.sidecar_path.name
@@ -364,6 +420,8 @@ def publish(spec: DatasetSpec, shards: list[Shard], store: DatasetStore) -> dict
     dup_count, dup_examples = _duplicate_uids(store, metas, shards)
     drops: dict[str, int] = {}
     repairs: dict[str, int] = {}
+    if discovery:
+        drops["unreadable_path"] = len(discovery)
     for m in metas:
         for k, v in m["drops"].items():
             drops[k] = drops.get(k, 0) + v
@@ -384,6 +442,7 @@ def publish(spec: DatasetSpec, shards: list[Shard], store: DatasetStore) -> dict
         "has_sidecar": has_sidecar,
         "sidecar_lines": sum(m["docs"] for m in metas) if has_sidecar else 0,
         "drops": drops,
+        "discovery_warnings": discovery[:100],
         "repairs": repairs,
         "duplicate_uids": dup_count,
         "duplicate_examples": dup_examples,
@@ -391,16 +450,42 @@ def publish(spec: DatasetSpec, shards: list[Shard], store: DatasetStore) -> dict
     }
     _write_atomic(version / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     _fsync_dir(version)
-    # Top-level links point through `current`, so they change meaning only when it is swapped.
-    rel_current = f"{STATE_DIR}/{spec.key}/current"
-    spec.output_dir.mkdir(parents=True, exist_ok=True)
-    for name, present in ((text_name, True), (side_name, has_sidecar)):
-        path = spec.output_dir / name
-        if present and not path.is_symlink():
-            if path.exists():
-                continue  # a plain file from elsewhere: replaced right after the swap
-            _link(path, f"{rel_current}/{name}")
-    _link(store.current, f"versions/{version.name}")  # the commit point
+    return manifest
+
+
+def publish(spec: DatasetSpec, shards: list[Shard], store: DatasetStore,
+            discovery: list[str] | None = None) -> dict:
+    """Concatenate the current parts in shard order into a new version and swap it in.
+    `discovery` names raw entries that could not be listed or read (counted as `unreadable_path`).
+    A failure before the swap removes the new version: the published pair stays as it was."""
+    metas = []
+    for s in shards:
+        meta = store.read_part_meta(s.key)
+        if not store.part_is_current(s, meta):
+            raise RuntimeError(f"{spec.key}: part for shard {s.key!r} is missing or stale; extract it before publishing")
+        metas.append(meta)
+    version = store.versions / f"v{time.time_ns()}-{os.getpid()}"
+    text_name = spec.text_path.name
+    side_name = spec.sidecar_path.name
+    try:
+        manifest = _write_version(spec, shards, store, metas, version, list(discovery or ()))
+        has_sidecar = manifest["has_sidecar"]
+        # Top-level links point through `current`, so they change meaning only when it is swapped.
+        rel_current = f"{STATE_DIR}/{spec.key}/current"
+        spec.output_dir.mkdir(parents=True, exist_ok=True)
+        for name, present in ((text_name, True), (side_name, has_sidecar)):
+            path = spec.output_dir / name
+            if present and not path.is_symlink():
+                if path.exists():
+                    continue  # a plain file from elsewhere: replaced right after the swap
+                _link(path, f"{rel_current}/{name}")
+        _link(store.current, f"versions/{version.name}")  # the commit point
+    except BaseException as exc:
+        shutil.rmtree(version, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputWriteError):
+            raise OutputWriteError.of(spec, spec.output_dir, exc) from exc
+        raise
+    _fsync_dir(store.state)  # the swap survives a power cut once publish returns
     for name, present in ((text_name, True), (side_name, has_sidecar)):
         path = spec.output_dir / name
         if present:

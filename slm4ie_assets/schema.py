@@ -111,7 +111,10 @@ def dumps(obj: Any, issues: list | None = None) -> bytes:
         return orjson.dumps(obj)
     except (orjson.JSONEncodeError, TypeError):
         found: list = []
-        repaired = _repair(obj, found)
+        try:
+            repaired = _repair(obj, found)
+        except RecursionError:  # orjson stops at 255 levels; deeper values are dropped, not a crash (D6)
+            raise UnencodableValue("a value is nested too deeply to encode") from None
         if issues is not None:
             issues.extend(found)
         try:
@@ -123,6 +126,8 @@ def dumps(obj: Any, issues: list | None = None) -> bytes:
             return json.dumps(repaired, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise UnencodableValue(str(exc)) from None
+        except RecursionError:
+            raise UnencodableValue("a value is nested too deeply to encode") from None
 
 
 def text_record(doc: Document, source: str, domain: str, doc_id: str) -> dict:

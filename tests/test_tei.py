@@ -3,18 +3,22 @@ amended by D3, D4, D6, D12, D13, D19, D21 and S3, S6-S9."""
 
 import importlib.util
 import resource
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lxml import etree
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.extractors.base import DropLedger, ExtractContext, InputFile, discover
 from slm4ie_assets.extractors import tei_pass
+from slm4ie_assets.extractors.base import DropLedger, ExtractContext, InputFile, discover
 from slm4ie_assets.extractors.tei import TeiExtractor
+from slm4ie_assets.extractors.tei_annotated import AnnotatedPass
 from slm4ie_assets.extractors.tei_plain import PlainPass
+from slm4ie_assets.extractors.tei_tokens import DocTokens, SentenceReader
 from slm4ie_assets.pipeline import extract_and_publish, plan_dataset
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -301,6 +305,43 @@ def test_d21_msd_ana_pos_in_the_pipeline(tmp_path):
     assert a["feats"] == ["Case=Nom", "Case=Nom|XPOS=Agpnsn", "MTE=Npmsn", "MTE=Lx", None, "MTE=Va-r3s-n"]
 
 
+_attr = st.one_of(st.none(), st.sampled_from(["", "UPosTag=NOUN|Case=Nom", "Case=Gen", "UPosTag=X|UPosTag=Y||Z=1"]))
+_token = st.fixed_dictionaries({
+    "tag": st.sampled_from(["w", "pc"]),
+    "form": st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=4),
+    "lemma": st.one_of(st.none(), st.sampled_from(["", "dober", "čas"])),
+    "msd": _attr,
+    "ana": st.one_of(st.none(), st.sampled_from(["mte:Ncmsn", "#x mte:Va-r3s-n", "mte:", "mte:Lx", "x"])),
+    "pos": st.one_of(st.none(), st.sampled_from(["NOUN", "noun", "INTJ"])),
+    "join": st.one_of(st.none(), st.sampled_from(["right", "left", "both", "x"])),
+    "wrap": st.sampled_from([None, "name", "seg"]),
+})
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_token, max_size=12))
+def test_fast_and_careful_token_paths_agree(tokens):
+    """The C-assisted fast path and the Python walk (taken for <choice> and child markup) give the
+    same arrays for any sentence both can read (ADDENDUM 6.2, D13, D21)."""
+    parts = []
+    for t in tokens:
+        attrs = "".join(f' {k}="{etree_escape(t[k])}"' for k in ("lemma", "msd", "ana", "pos", "join")
+                        if t[k] is not None)
+        el = f"<{t['tag']}{attrs}>{etree_escape(t['form'])}</{t['tag']}>"
+        parts.append(f"<{t['wrap']}>{el}</{t['wrap']}>" if t["wrap"] else el)
+    s = etree.fromstring(f"<s {NS}>{''.join(parts)}</s>")
+    fast, careful = DocTokens(), DocTokens()
+    SentenceReader().read(s, fast, has_choice=False)
+    SentenceReader().read(s, careful, has_choice=True)
+    assert [fast.forms, fast.lemmas, fast.upos, fast.feats, fast.space_after, fast.sentences] == \
+           [careful.forms, careful.lemmas, careful.upos, careful.feats, careful.space_after, careful.sentences]
+    assert fast.forms == [t["form"] for t in tokens]
+
+
+def etree_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
 # ----------------------------------------------------------------------------- utterances (6.3, D19)
 
 
@@ -523,8 +564,6 @@ def test_billion_laughs_is_refused_quickly_and_counted(tmp_path):
 
 def test_billion_laughs_never_gets_the_huge_tree_retry(tmp_path):
     """huge_tree is for big text nodes and deep nesting only; amplification is never retried."""
-    from lxml import etree
-
     from slm4ie_assets.extractors.tei_errors import is_resource_limit
     assert is_resource_limit(etree.ErrorTypes.ERR_RESOURCE_LIMIT, "Text node too long, try XML_PARSE_HUGE")
     assert is_resource_limit(etree.ErrorTypes.ERR_RESOURCE_LIMIT, "Excessive depth in document: 256, use XML_PARSE_HUGE")
@@ -582,6 +621,27 @@ def test_d12_same_documents_same_output_whatever_the_file_size(tmp_path):
     assert large["sentences"][-1] == [3 * 20_000 - 3, 3 * 20_000 - 1]
 
 
+@pytest.mark.long
+def test_d12_q8_files_over_64_mib_are_read_like_small_ones(tmp_path):
+    """Q8: the reference streamed files over 64 MiB differently (a pc-only file became annotated,
+    `<p><s>bare</s></p>` gave nothing). D12: the same code at every size."""
+    para = '<p>Odstavek <s>brez oznak</s> in <s><pc>.</pc></s></p>'
+    small = extract(tmp_path, tei(para * 3), name="small.xml")
+    big = tmp_path / "big.xml"
+    with open(big, "w", encoding="utf-8") as fh:
+        head, tail = tei("@@").split("@@")
+        fh.write(head)
+        block = para * 1000
+        for _ in range(67_108_864 // len(block) + 1):
+            fh.write(block)
+        fh.write(tail)
+    assert big.stat().st_size > 67_108_864
+    large = Extracted(big)
+    assert small.texts == ["Odstavek brez oznak in ."] * 3 and small.docs[0].annotations is None
+    assert large.texts[:3] == small.texts and all(d.annotations is None for d in large.docs[:3])
+    assert len(large.docs) == (67_108_864 // len(block) + 1) * 1000 and large.drops == {}
+
+
 def test_d12_the_tree_is_freed_as_documents_are_read(tmp_path):
     """Memory bounded by the document in progress: when a paragraph is delivered, the tree holds
     only the path down to it, however many paragraphs came before."""
@@ -606,7 +666,6 @@ def test_utterance_memory_does_not_grow_with_the_file(tmp_path):
     ex = TeiExtractor(None)
     sizes = []
     ctx = ExtractContext("t", tmp_path)
-    from slm4ie_assets.extractors.tei_annotated import AnnotatedPass
     extraction = AnnotatedPass(path, {}, lambda *a, **k: None, "u")
     with open(path, "rb") as fh:
         for n, _ in enumerate(extraction.run(fh, False)):

@@ -5,6 +5,7 @@ output or gzip; it reports what it could not read to the ledger and moves on (D6
 """
 
 import codecs
+import errno
 import os
 import stat
 from collections import Counter
@@ -106,7 +107,8 @@ class Extractor:
         """Run-start checks and lookups that need the raw folder (e.g. a TSV sidecar)."""
 
     def list_inputs(self, root: Path) -> list[InputFile]:
-        return discover(root, self.patterns)
+        self.unreadable: list[str] = []  # entries named like inputs that cannot be read (D6), for the ledger
+        return discover(root, self.patterns, self.unreadable)
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         raise NotImplementedError  # pragma: no cover - abstract
@@ -127,7 +129,11 @@ def sort_key(rel: str) -> tuple:
 
 def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = None) -> list[InputFile]:
     """Recursive discovery (ADDENDUM 3.1): hidden entries included, symlinked files included,
-    symlinked directories not descended, directories named like inputs ignored (D6)."""
+    symlinked directories not descended (so a link loop is never followed), directories named like
+    inputs ignored (D6). What is named like an input but cannot be read as a file (a broken link, a
+    link loop, a fifo or device, a folder that cannot be listed) goes to `unreadable` (D6: reported,
+    never silently lost). A raw folder that cannot be listed at all raises: publishing it as empty
+    would replace good output with nothing."""
     found: list[InputFile] = []
     stack = [("", str(root))]
     while stack:
@@ -135,8 +141,11 @@ def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = No
         try:
             entries = list(os.scandir(dirpath))
         except OSError as exc:
+            if not prefix:
+                raise OSError(exc.errno, f"cannot list the raw folder {root}: {exc.strerror or exc}") from exc
             if unreadable is not None:
-                unreadable.append(f"{prefix or '.'}: {exc.strerror or exc}")
+                unreadable.append(f"{prefix[:-1]}: folder cannot be listed ({exc.strerror or exc}); "
+                                  "its files are not extracted")
             continue
         for entry in entries:
             rel = f"{prefix}{entry.name}"
@@ -148,11 +157,33 @@ def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = No
                     continue
                 if entry.is_file(follow_symlinks=True):
                     found.append(InputFile(Path(entry.path), rel))
+                    continue
+                mode = os.stat(entry.path).st_mode  # raises for a broken link or a link loop
             except OSError as exc:
                 if unreadable is not None:
-                    unreadable.append(f"{rel}: {exc.strerror or exc}")
+                    unreadable.append(f"{rel}: {_unreadable_reason(entry, exc)}; not extracted")
+                continue
+            if not stat.S_ISDIR(mode) and unreadable is not None:
+                unreadable.append(f"{rel}: not a regular file ({_file_kind(mode)}); not extracted")
     found.sort(key=lambda f: sort_key(f.rel))
     return found
+
+
+def _unreadable_reason(entry: os.DirEntry, exc: OSError) -> str:
+    if entry.is_symlink():
+        if exc.errno == errno.ENOENT:
+            return "a symbolic link whose target does not exist"
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop"
+    return exc.strerror or str(exc)
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "an unknown kind of file"
 
 
 def is_regular_readable(path: Path) -> bool:

@@ -26,7 +26,10 @@ def loads(raw: bytes | str) -> Any:
         except orjson.JSONDecodeError:
             pass
     text = raw if isinstance(raw, str) else raw_b.decode("utf-8")
-    return json.loads(text)
+    try:
+        return json.loads(text)
+    except RecursionError:  # nesting deeper than both decoders allow: malformed input, not a crash (D6)
+        raise ValueError("JSON nested too deeply to decode") from None
 
 
 def id_str(value: Any) -> str | None:

@@ -52,7 +52,7 @@ class PlainPass(_EntityCounting):
                 if tag == P and (bodies or p_depth):
                     if event == "start":
                         if not p_depth:
-                            self.open_p = (el.get(XML_ID), el.sourceline)
+                            self.open_p = el  # named only if a parse error cuts it off
                         p_depth += 1
                         continue
                     p_depth -= 1
@@ -61,7 +61,8 @@ class PlainPass(_EntityCounting):
                     self.open_p = None
                     text = (text_of(el) if len(el) else el.text or "").strip()
                     doc_id = el.get(XML_ID)
-                    self.count_unexpanded(f"<p> {doc_id!r}")
+                    if self.collector.unexpanded:
+                        self.count_unexpanded(f"<p> {doc_id!r}")
                     el.clear(keep_tail=True)
                     self.release(el, bodies)
                     if text:
@@ -77,8 +78,9 @@ class PlainPass(_EntityCounting):
                     self.release(el, bodies)
 
     def in_progress(self) -> str | None:
-        if self.open_p is not None:
-            return f"paragraph {self.open_p[0]!r} (line {self.open_p[1]}) in progress is dropped"
+        p = self.open_p
+        if p is not None:
+            return f"paragraph {p.get(XML_ID)!r} (line {p.sourceline}) in progress is dropped"
         return None
 
 

@@ -93,7 +93,7 @@ class SentenceReader:
             if len(tok):
                 return False
             get = tok.get
-            form = tok.text
+            form = tok.text or ""
             lemma = get("lemma")
             msd = get("msd")
             if msd:
@@ -112,8 +112,8 @@ class SentenceReader:
                 if join in _LEFT and len(space) > first:
                     space[-1] = False
                 add_space(join not in _RIGHT)
-            add_form(intern(form, form) if form is not None else "")
-            add_lemma(intern(lemma, lemma) if lemma is not None else None)
+            add_form(intern(form, form))
+            add_lemma(intern(lemma, lemma))
             add_upos(upos)
             add_feats(feats)
         return True
