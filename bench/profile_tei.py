@@ -62,8 +62,10 @@ def run_floor(path: Path) -> int:
     for _, el in etree.iterparse(str(path), events=("end",), resolve_entities=False, no_network=True, load_dtd=False):
         n += 1
         el.clear()
-        while el.getprevious() is not None:
-            del el.getparent()[0]
+        parent = el.getparent()
+        if parent is not None:
+            while el.getprevious() is not None:
+                del parent[0]
     return n
 
 

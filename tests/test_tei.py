@@ -642,13 +642,20 @@ def test_d12_q8_files_over_64_mib_are_read_like_small_ones(tmp_path):
     assert len(large.docs) == (67_108_864 // len(block) + 1) * 1000 and large.drops == {}
 
 
+def test_per_file_document_keeps_one_string_per_distinct_form_and_lemma(tmp_path):
+    """A per-file document can hold millions of tokens: repeated forms and lemmas share one object."""
+    sent = f'<p><s>{w("Dober", "dober")}{w("dan", "dan")}</s><s>{w("Dober", "dober")}<w lemma="dan">dan</w></s></p>'
+    a = extract(tmp_path, tei(sent * 2)).docs[0].annotations
+    assert a.forms[0] is a.forms[2] is a.forms[4] and a.lemmas[1] is a.lemmas[3] is a.lemmas[7]
+
+
 def test_d12_the_tree_is_freed_as_documents_are_read(tmp_path):
     """Memory bounded by the document in progress: when a paragraph is delivered, the tree holds
     only the path down to it, however many paragraphs came before."""
     body = "".join(f'<div><head>{i}</head><p>odstavek {i}</p><p>drugi {i}</p></div>' for i in range(20_000))
     path = tmp_path / "big.xml"
     path.write_text(tei(body, header="<p>h</p>" * 100))
-    extraction = PlainPass(path, {}, lambda *a, **k: None, "big")
+    extraction = PlainPass({}, lambda *a, **k: None, "big")
     sizes = []
     with open(path, "rb") as fh:
         for n, _ in enumerate(extraction.run(fh, False)):
@@ -666,7 +673,7 @@ def test_utterance_memory_does_not_grow_with_the_file(tmp_path):
     ex = TeiExtractor(None)
     sizes = []
     ctx = ExtractContext("t", tmp_path)
-    extraction = AnnotatedPass(path, {}, lambda *a, **k: None, "u")
+    extraction = AnnotatedPass({}, lambda *a, **k: None, "u")
     with open(path, "rb") as fh:
         for n, _ in enumerate(extraction.run(fh, False)):
             if n % 1000 == 999:

@@ -1,10 +1,10 @@
 """tei: `*.xml` in the TEI namespace, three structures, one streaming parser (extraction-formats:
 tei; ADDENDUM 6 as amended by D3, D4, D6, D12, D13, D19, D21 and S3, S6-S9).
 
-Per file (S7): tei_scan decides the structure, then one lxml iterparse pass extracts it —
-tei_annotated (per-file and utterance documents), tei_plain (paragraphs, and D19 plain
-utterances). There is no size threshold: a 1 KB and a 10 GB file take the same code (D12), and
-memory is bounded by the largest document, not by the file.
+Per file (S7): tei_scan decides the structure, then one streaming lxml pass with start/end
+events (tei_pass) extracts it: tei_annotated (per-file and utterance documents) or tei_plain
+(paragraphs, and D19 plain utterances). There is no size threshold: a 1 KB and a 10 GB file take
+the same code (D12), and memory is bounded by the largest document, not by the file.
 
 Errors (D6, S3): a parse error or bytes invalid for the declared encoding keep the documents
 closed before it, drop the one in progress (a per-file document whole) and skip the rest of the
@@ -84,7 +84,7 @@ class TeiExtractor(Extractor):
         huge = False
         while True:
             gate = _DropGate(ctx, file, dropped)
-            extraction = pass_class(file.path, row, gate, file.stem)
+            extraction = pass_class(row, gate, file.stem)
             produced = 0
             try:
                 with open(file.path, "rb") as fh:

@@ -44,10 +44,10 @@ def annotations_of(tokens: DocTokens) -> Annotations:
 class AnnotatedPass(TeiPass):
     tags = tuple(dict.fromkeys((S, U, CHOICE) + BLOCKS))
 
-    def __init__(self, path, row: dict, drop, stem: str):
-        super().__init__(path, row, drop, stem)
+    def __init__(self, row: dict, drop, stem: str):
+        super().__init__(row, drop, stem)
         self.reader = SentenceReader()
-        self.file_doc: DocTokens | None = DocTokens()  # None once the file turned out to hold <u>
+        self.file_doc: DocTokens | None = DocTokens(interned=True)  # None once the file turned out to hold <u>
         self.u_doc: DocTokens | None = None
         self.u_id = None
         self.u_meta: dict = {}

@@ -19,12 +19,12 @@ CHUNK = 1 << 16  # bytes fed to the parser at a time: the read-ahead a pass hold
 
 
 class TeiPass:
-    """Base class: `run(huge)` yields Documents; `in_progress()` names what a parse error cuts off."""
+    """Base class: `run(fh, huge)` yields the Documents of one open file; `in_progress()` names
+    what a parse error cuts off."""
 
     tags: tuple = ()
 
-    def __init__(self, path, row: dict, drop: Drop, stem: str):
-        self.path = path
+    def __init__(self, row: dict, drop: Drop, stem: str):
         self.row = row  # the file's external-TSV metadata (section 7), {} without a sidecar
         self.drop = drop
         self.stem = stem

@@ -38,8 +38,8 @@ class _EntityCounting(TeiPass):
 class PlainPass(_EntityCounting):
     tags = tuple(dict.fromkeys((P, BODY) + BLOCKS))
 
-    def __init__(self, path, row: dict, drop, stem: str):
-        super().__init__(path, row, drop, stem)
+    def __init__(self, row: dict, drop, stem: str):
+        super().__init__(row, drop, stem)
         self.collector = TextCollector()
         self.open_p = None
 
@@ -87,8 +87,8 @@ class PlainPass(_EntityCounting):
 class PlainUtterancePass(_EntityCounting):
     tags = tuple(dict.fromkeys((U, BODY) + BLOCKS))
 
-    def __init__(self, path, row: dict, drop, stem: str):
-        super().__init__(path, row, drop, stem)
+    def __init__(self, row: dict, drop, stem: str):
+        super().__init__(row, drop, stem)
         self.collector = TextCollector(skip=frozenset({NOTE}))
         self.open_u = None
 

@@ -22,11 +22,14 @@ _INTERN_LIMIT = 200_000  # distinct strings kept; bounded, so a file of many doc
 
 
 class DocTokens:
-    """One document's tokens as parallel arrays plus inclusive sentence spans."""
+    """One document's tokens as parallel arrays plus inclusive sentence spans. `interned`: forms
+    and lemmas share one object per distinct string, for documents large enough to need it (a
+    per-file document may hold millions of tokens; an utterance is small and short-lived)."""
 
-    __slots__ = ("forms", "lemmas", "upos", "feats", "space_after", "sentences", "sentence_lines")
+    __slots__ = ("forms", "lemmas", "upos", "feats", "space_after", "sentences", "sentence_lines", "interned")
 
-    def __init__(self):
+    def __init__(self, interned: bool = False):
+        self.interned = interned
         self.forms: list = []
         self.lemmas: list = []
         self.upos: list = []
@@ -49,6 +52,10 @@ class DocTokens:
                 continue
             out.append("".join([f + " " if sp else f for f, sp in zip(forms[start:end], space[start:end])]) + forms[end])
         return "\n".join(out)
+
+
+def _same(value):
+    return value
 
 
 class SentenceReader:
@@ -86,34 +93,37 @@ class SentenceReader:
         if len(strings) >= _INTERN_LIMIT:
             strings.clear()
         intern = strings.setdefault
+        interned = doc.interned
         morph = self.morph
         msd_cache, ana_cache = morph.msd_cache, morph.ana_cache
         first = len(space)
         for tok in s.iter(W, PC):
             if len(tok):
                 return False
-            get = tok.get
             form = tok.text or ""
-            lemma = get("lemma")
-            msd = get("msd")
+            lemma = tok.get("lemma")
+            msd = tok.get("msd")
             if msd:
                 upos, feats = msd_cache.get(msd) or morph.from_msd(msd)
             else:
-                ana = get("ana")
+                ana = tok.get("ana")
                 upos, feats = ana_cache.get(ana) or morph.from_ana(ana)
             if upos is None:
-                pos = get("pos")
+                pos = tok.get("pos")
                 if pos in UPOS_TAGS:
                     upos = pos
-            join = get("join")
+            join = tok.get("join")
             if join is None:
                 add_space(True)
             else:
                 if join in _LEFT and len(space) > first:
                     space[-1] = False
                 add_space(join not in _RIGHT)
-            add_form(intern(form, form))
-            add_lemma(intern(lemma, lemma))
+            if interned:
+                form = intern(form, form)
+                lemma = intern(lemma, lemma)
+            add_form(form)
+            add_lemma(lemma)
             add_upos(upos)
             add_feats(feats)
         return True
@@ -143,17 +153,16 @@ class SentenceReader:
 
     def _append(self, tokens, doc: DocTokens) -> None:
         resolve = self.morph.resolve
-        intern = self.intern
+        intern = self.intern if doc.interned else _same
         first = len(doc.forms)
         for tok, form in tokens:
-            get = tok.get
-            lemma = get("lemma")
-            upos, feats = resolve(get("msd"), get("ana"), get("pos"))
-            join = get("join")
+            lemma = tok.get("lemma")
+            upos, feats = resolve(tok.get("msd"), tok.get("ana"), tok.get("pos"))
+            join = tok.get("join")
             if join in _LEFT and len(doc.forms) > first:
                 doc.space_after[-1] = False
             doc.forms.append(intern(form))
-            doc.lemmas.append(intern(lemma) if lemma is not None else None)
+            doc.lemmas.append(intern(lemma))
             doc.upos.append(upos)
             doc.feats.append(feats)
             doc.space_after.append(join not in _RIGHT)
