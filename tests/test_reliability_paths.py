@@ -234,7 +234,7 @@ def test_d6_strict_dataset_fails_on_an_unreadable_entry(tmp_path):
 def test_addendum_3_1_symlinked_file_out_of_raw_is_read_but_a_linked_folder_is_not(tmp_path):
     """ADDENDUM 3.1 includes symlinked files, wherever they point (the link is the dataset's own
     choice of input; only archives refuse links out, D16), and does not descend symlinked folders.
-    Documented in GUARANTEES.md."""
+    Documented in the README, section Guarantees."""
     outside = tmp_path / "elsewhere"
     write_files(outside, {"x.txt": "zunaj\n", "dir/y.txt": "tudi zunaj\n"})
     raw = tmp_path / "raw" / "k"
