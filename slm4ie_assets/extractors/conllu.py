@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Iterator
 
 from ..schema import Annotations, Document
-from .base import ExtractContext, Extractor, InputFile, has_escapes
-from .tsv_metadata import TsvConfig, TsvMetadata, parse_tsv_config
+from .base import ExtractContext, InputFile, has_escapes
+from .tsv_metadata import TsvSidecarExtractor
 
 READ_SIZE = 1 << 20
 SPACE_CACHE_LIMIT = 100_000  # distinct MISC strings remembered before the cache is cleared
@@ -156,34 +156,16 @@ class _Doc:
         self.bad_id_line: int | None = None  # where an id with invalid UTF-8 came from
 
 
-class ConlluExtractor(Extractor):
+class ConlluExtractor(TsvSidecarExtractor):
     name = "conllu"
     patterns = (".conllu", ".conll")
-    options: TsvConfig | None
 
     def __init__(self, options=None):
         super().__init__(options)
-        self._tsv: TsvMetadata | None = None
         self._space = _SpaceAfter()
 
-    @classmethod
-    def parse_options(cls, raw, where):
-        # ADDENDUM 5.4: any truthy `metadata:` block is a TSV sidecar config
-        return parse_tsv_config(raw, where)
-
-    def prepare(self, root: Path) -> None:
-        if self.options is not None:
-            self._tsv = TsvMetadata.load(self.options, root)
-
-    def _metadata_for(self, file: InputFile, ctx: ExtractContext) -> dict:
-        if self.options is None:
-            return {}
-        if self._tsv is None:
-            self._tsv = TsvMetadata.load(self.options, ctx.root)
-        return self._tsv.for_file(file)
-
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
-        meta = self._metadata_for(file, ctx)
+        meta = self.tsv_row(file, ctx)
         stem = file.stem
         space_of = self._space.__getitem__
         newdoc_seen = False

@@ -22,12 +22,12 @@ from typing import Iterator
 from lxml import etree
 
 from ..schema import Document
-from .base import ExtractContext, Extractor, InputFile
+from .base import ExtractContext, InputFile
 from .tei_annotated import AnnotatedPass
 from .tei_plain import PlainPass, PlainUtterancePass
 from .tei_errors import first_error, is_resource_limit, reason_for
 from .tei_scan import ANNOTATED, PLAIN_UTTERANCES, detect_structure
-from .tsv_metadata import TsvMetadata, parse_tsv_config
+from .tsv_metadata import TsvSidecarExtractor
 
 PASSES = {ANNOTATED: AnnotatedPass, PLAIN_UTTERANCES: PlainUtterancePass}
 
@@ -46,31 +46,12 @@ class _DropGate:
             self.ctx.drop(reason, self.file, message, line)
 
 
-class TeiExtractor(Extractor):
+class TeiExtractor(TsvSidecarExtractor):
     name = "tei"
     patterns = (".xml",)
 
-    def __init__(self, options=None):
-        super().__init__(options)
-        self._tsv: TsvMetadata | None = None
-
-    @classmethod
-    def parse_options(cls, raw, where):
-        return parse_tsv_config(raw, where)
-
-    def prepare(self, root) -> None:
-        if self.options is not None:
-            self._tsv = TsvMetadata.load(self.options, root)
-
-    def _row(self, file: InputFile, ctx: ExtractContext) -> dict:
-        if self.options is None:
-            return {}
-        if self._tsv is None:
-            self._tsv = TsvMetadata.load(self.options, ctx.root)
-        return self._tsv.for_file(file)
-
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
-        row = self._row(file, ctx)
+        row = self.tsv_row(file, ctx)
         try:
             structure = detect_structure(file.path)
         except OSError as exc:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base import BOM, ExtractorError, InputFile
+from .base import BOM, ExtractContext, Extractor, ExtractorError, InputFile
 
 NA_VALUES = frozenset({"", "-"})
 KEY_FROM_CHOICES = ("filename_stem",)
@@ -196,3 +196,31 @@ class TsvMetadata:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+
+class TsvSidecarExtractor(Extractor):
+    """Base of the extractors whose `metadata:` block is an external-TSV config (conllu, tei):
+    validated at load, loaded once per extraction pass, looked up per input file."""
+
+    options: TsvConfig | None
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self._tsv: TsvMetadata | None = None
+
+    @classmethod
+    def parse_options(cls, raw, where):
+        # ADDENDUM 5.4: any truthy `metadata:` block is a TSV sidecar config
+        return parse_tsv_config(raw, where)
+
+    def prepare(self, root: Path) -> None:
+        if self.options is not None:
+            self._tsv = TsvMetadata.load(self.options, root)
+
+    def tsv_row(self, file: InputFile, ctx: ExtractContext) -> dict:
+        """A fresh copy of the file's TSV row, `{}` without a sidecar or a matching row."""
+        if self.options is None:
+            return {}
+        if self._tsv is None:
+            self._tsv = TsvMetadata.load(self.options, ctx.root)
+        return self._tsv.for_file(file)
