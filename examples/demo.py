@@ -38,8 +38,8 @@ def main() -> int:
     print(f"\nFirst line of {first.relative_to(ROOT)}:\n  {first.read_text(encoding='utf-8').splitlines()[0]}")
     print("\nOpen the UI on the sample corpus:  make demo-ui   (then http://127.0.0.1:3000)")
     print("Re-extract from the CLI:           SLM4IE_EXTRACT_CONFIG=examples/extract.yaml .venv/bin/dagster asset "
-          "materialize --select extracted/news_txt --config-json "
-          + json.dumps(json.dumps({"resources": {"extract": {"config": {"force": True}}}})))
+          "materialize --select extracted/news_txt --config-json '"
+          + json.dumps({"resources": {"extract": {"config": {"force": True}}}}) + "'")
     return 0
 
 
