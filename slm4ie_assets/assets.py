@@ -28,6 +28,7 @@ from .pipeline import (DatasetPlan, ShardBatch, effective_workers, lock_path, pl
                        require_raw_dir, unpack)
 from .resources import ExtractSettings
 from .shards import Shard, check_shard_key, list_shards
+from .stale_runs import before_extraction
 
 EXTRACT_POOL = "slm4ie_extract"
 GROUP = "extracted"
@@ -139,6 +140,7 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
         },
     )
     def _extracted(context: AssetExecutionContext, extract: ExtractSettings) -> Output:
+        before_extraction(context)  # record this run's process; free the pool slots of dead runs
         require_raw_dir(spec)
         def unpack_log(message: str) -> None:  # archives logs each warning once, prefixed
             if message.startswith("WARNING "):
@@ -164,6 +166,7 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
 def plan_shard_batch(context: AssetExecutionContext, spec: DatasetSpec, catalog: Catalog,
                      extract: ExtractSettings) -> ShardBatch:
     """The shards behind the run's partition keys; a key without a shard fails the run, naming it."""
+    before_extraction(context)
     require_raw_dir(spec)
     keys = list(context.partition_keys)
     by_key = {s.key: s for s in list_shards(spec, catalog.shard_group_threshold)}

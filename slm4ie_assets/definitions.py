@@ -11,7 +11,7 @@ from .checks import build_extracted_checks
 from .io_manager import ExtractIOManager
 from .resources import ExtractSettings
 from .schedules import build_schedules
-from .sensors import build_automation_sensor, build_raw_sensor
+from .sensors import build_automation_sensor, build_raw_sensor, build_stale_run_sensor
 
 
 def build_definitions(catalog=None) -> Definitions:
@@ -22,6 +22,7 @@ def build_definitions(catalog=None) -> Definitions:
     sensors = [build_raw_sensor(spec, catalog) for spec in specs]
     if specs:
         sensors.append(build_automation_sensor(catalog))
+    sensors.append(build_stale_run_sensor())
     return Definitions(
         assets=assets,
         asset_checks=[build_extracted_checks(spec) for spec in specs],

@@ -7,6 +7,7 @@ stale parts up to date, publishes atomically and reports what happened as materi
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
 from .assets import ShardEventRecorder
@@ -20,12 +21,18 @@ MAX_LOGGED_WARNINGS = 50
 
 @dataclass(frozen=True)
 class PublishedDataset:
-    """What a downstream asset receives: where the published files are."""
+    """What a downstream asset receives: the published pair, by its paths inside the version folder
+    that was current when the input was loaded (`out/.slm4ie/<key>/versions/<v>/`), not the
+    top-level `extracted/<key>.jsonl` links, which a later publish re-points. So the text file, the
+    sidecar and the manifest always belong together: a republish while the step runs never hands
+    it a new text beside an old sidecar. Once a newer version is published the old folder is
+    removed; files already open stay readable, a path opened later raises FileNotFoundError."""
 
     key: str
     text_path: Path
     sidecar_path: Path | None
     manifest: dict
+    version: str  # the version folder's name
 
 
 class ExtractIOManager(ConfigurableIOManager):
@@ -67,9 +74,21 @@ class ExtractIOManager(ConfigurableIOManager):
 
     def load_input(self, context: InputContext) -> PublishedDataset:
         key = context.asset_key.path[-1]
-        spec: DatasetSpec = load_catalog().dataset(key)
-        store = DatasetStore(spec)
-        manifest = store.published_manifest()
-        if manifest is None:
-            raise FileNotFoundError(f"dataset {key!r} has not been published yet (no {spec.text_path})")
-        return PublishedDataset(key, spec.text_path, spec.sidecar_path if manifest["has_sidecar"] else None, manifest)
+        return published_dataset(load_catalog().dataset(key))
+
+
+def published_dataset(spec: DatasetSpec) -> PublishedDataset:
+    """The current version of `spec`'s published pair, resolved once (see PublishedDataset)."""
+    store = DatasetStore(spec)
+    error = None
+    for _ in range(5):  # a publish may swap `current` and remove the folder just resolved: look again
+        try:
+            version = store.current.resolve(strict=True)
+            manifest = orjson.loads((version / "manifest.json").read_bytes())
+            break
+        except (OSError, orjson.JSONDecodeError) as exc:
+            error = exc
+    else:
+        raise FileNotFoundError(f"dataset {spec.key!r} has not been published yet (no {spec.text_path})") from error
+    sidecar = version / spec.sidecar_path.name if manifest["has_sidecar"] else None
+    return PublishedDataset(spec.key, version / spec.text_path.name, sidecar, manifest, version.name)

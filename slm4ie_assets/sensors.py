@@ -1,4 +1,5 @@
-"""Sensors watching `raw/<key>/`, one per dataset, plus the automation sensor that republishes.
+"""Sensors watching `raw/<key>/`, one per dataset, plus the automation sensor that republishes and
+one that frees the pool slots of runs whose process died (stale_runs.py).
 
 A tick unpacks new archives (under the dataset lock), lists and stats the raw files (no content
 reads) and compares them with the `shards/<key>` partitions registered in the instance and with
@@ -47,6 +48,7 @@ from .locks import LockTimeout, dataset_lock
 from .parts import DatasetStore
 from .pipeline import lock_path, unpack
 from .shards import Shard, list_shards
+from .stale_runs import reap_dead_runs
 
 BUCKETS = 64
 _DIGEST = 8
@@ -232,3 +234,27 @@ def build_automation_sensor(catalog: Catalog) -> AutomationConditionSensorDefini
         minimum_interval_seconds=max(5, min(30, min(intervals))),
         description="Evaluates extracted/<key>'s eager condition: republish after shard partitions were materialized.",
     )
+
+
+STALE_RUN_SENSOR = "slm4ie_stale_run_sensor"
+
+
+def build_stale_run_sensor() -> SensorDefinition:
+    """Under the daemon: frees the pool slots of runs whose process died (stale_runs.py), so queued
+    runs start even when no extraction step runs on this host to do it."""
+
+    @sensor(
+        name=STALE_RUN_SENSOR,
+        minimum_interval_seconds=60,
+        default_status=DefaultSensorStatus.RUNNING,
+        description=("Marks runs of this host whose process is gone (killed with SIGKILL, out of memory, shutdown) "
+                     "as failed, so they stop holding the `slm4ie_extract` pool and queued runs can start. "
+                     "Requests no runs."),
+    )
+    def _stale_run_sensor(context: SensorEvaluationContext):
+        reaped = reap_dead_runs(context.instance, log=context.log.warning)
+        if reaped:
+            return SkipReason(f"marked {len(reaped)} run(s) whose process is gone as ended: {', '.join(reaped)}")
+        return SkipReason("no run of this host has lost its process")
+
+    return _stale_run_sensor

@@ -85,3 +85,51 @@ def test_asset_definitions_carry_description_metadata_and_group(tmp_path):
     assert spec.group_name == "extracted"
     assert spec.metadata["extractor"] == "text" and spec.metadata["domain"] == "academic"
     assert str(tmp_path / "raw" / "kas") in spec.description and "kas.jsonl" in spec.description
+
+
+def test_load_input_hands_downstream_the_version_folder_so_a_republish_cannot_mix_the_pair(tmp_path, instance,
+                                                                                          monkeypatch):
+    """A downstream step gets the paths inside the version that was current when its input was
+    loaded, not the top-level links: after a republish its text, sidecar and manifest still belong
+    together (an open file keeps the old bytes; a path opened later fails instead of mixing)."""
+    from dagster import build_input_context
+
+    from slm4ie_assets.catalog import CONFIG_ENV
+    from slm4ie_assets.io_manager import ExtractIOManager
+
+    def records(tag):
+        return "".join(json.dumps({"doc_id": f"{tag}{i}", "text": f"{tag} {i}",
+                                   "paragraphs": [{"sentences": [{"tokens": [{"form": tag}]}]}]}) + "\n"
+                       for i in range(3))
+
+    write_files(tmp_path / "raw/news", {"f.jsonl": records("old")})
+    config = write_config(tmp_path, {"news": {"extractor": "jsonl", "domain": "news"}})
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    cat = load_catalog(config)
+    assert run(cat, "news", instance).success
+    published = ExtractIOManager().load_input(build_input_context(asset_key=AssetKey(["extracted", "news"])))
+    version = tmp_path / "out" / ".slm4ie" / "news" / "versions" / published.version
+    assert published.text_path == version / "news.jsonl" and not published.text_path.is_symlink()
+    assert published.sidecar_path == version / "news.annotations.jsonl.gz"
+    assert published.text_path.read_bytes() == (tmp_path / "out/news.jsonl").read_bytes()
+    assert published.manifest["docs"] == 3
+
+    with open(published.text_path, "rb") as text:  # a downstream step reading while the dataset republishes
+        write_files(tmp_path / "raw/news", {"f.jsonl": records("new")})
+        assert run(cat, "news", instance).success
+        assert b'"old0"' in text.read()
+    assert b'"new0"' in (tmp_path / "out/news.jsonl").read_bytes()
+    assert not published.sidecar_path.exists()  # gone with its version, never the new one in its place
+    again = ExtractIOManager().load_input(build_input_context(asset_key=AssetKey(["extracted", "news"])))
+    assert again.version != published.version and b'"new0"' in again.text_path.read_bytes()
+
+
+def test_load_input_of_a_dataset_never_published_names_it(tmp_path, monkeypatch):
+    from dagster import build_input_context
+
+    from slm4ie_assets.catalog import CONFIG_ENV
+    from slm4ie_assets.io_manager import ExtractIOManager
+
+    monkeypatch.setenv(CONFIG_ENV, str(write_config(tmp_path, {"news": {"extractor": "jsonl", "domain": "news"}})))
+    with pytest.raises(FileNotFoundError, match="dataset 'news' has not been published yet"):
+        ExtractIOManager().load_input(build_input_context(asset_key=AssetKey(["extracted", "news"])))

@@ -309,6 +309,25 @@ def test_broken_config_dir_is_skipped_with_a_warning_and_the_rest_extracted(tmp_
     assert r.warnings[1].startswith("c4/broken: datasets.load_from_disk failed (")
 
 
+def test_a_link_where_a_config_dir_should_be_that_leads_nowhere_is_reported_naming_it(tmp_path):
+    """D6: a broken symbolic link or a link loop among the config directories (a config that went
+    missing) is counted as `unreadable_path` with a warning naming it and its target, never silently
+    ignored; a link to a plain file is ignored like the file; the other configs are extracted."""
+    root = raw_dir(tmp_path)
+    Dataset.from_dict({"text": ["good"]}).save_to_disk(str(root / "sl"))
+    (root / "hr").symlink_to(tmp_path / "moved" / "hr", target_is_directory=True)
+    (root / "loop").symlink_to("loop")
+    (tmp_path / "notes.txt").write_text("x")
+    (root / "notes").symlink_to(tmp_path / "notes.txt")
+    r = extract(tmp_path)
+    assert r.ids == ["sl:00000000"]
+    assert r.drops == {"unreadable_path": 2}
+    assert r.warnings == [
+        f"c4/hr: a symbolic link whose target does not exist (it points to {str(tmp_path / 'moved' / 'hr')!r}); "
+        "not read as a config directory [unreadable_path]",
+        "c4/loop: a symbolic link loop (it points to 'loop'); not read as a config directory [unreadable_path]"]
+
+
 def test_truncated_arrow_file_is_a_load_failure_not_a_crash(tmp_path):
     """D6: a damaged shard file fails its config dir only."""
     root = raw_dir(tmp_path)

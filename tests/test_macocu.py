@@ -215,6 +215,52 @@ def test_undefined_entity_under_external_doctype_keeps_every_doc_and_is_counted(
     assert "mac/a.xml:3" in r.warnings[0] and "nbsp" in r.warnings[0]
 
 
+def test_declared_entities_are_left_out_of_the_text_and_counted_as_in_tei(tmp_path):
+    """D6, as tei: a reference to an entity the file declares (internal or SYSTEM) is never expanded;
+    its text is missing, so it is counted as `unexpanded_entity`, naming the entity, the doc and the
+    line; an undeclared one beside it stays verbatim and is counted as `undefined_entity`."""
+    data = ('<!DOCTYPE corpus SYSTEM "macocu.dtd" [<!ENTITY m "<b>injected</b>">'
+            '<!ENTITY ext SYSTEM "file:///etc/hostname">]>\n<corpus>\n'
+            '<doc id="k1"><p>a &m; b &nbsp; c</p></doc>\n<doc id="k2"><p>&ext;</p><p>d</p></doc>\n</corpus>')
+    r = extract(tmp_path, {"a.xml": data})
+    assert r.ids == ["k1", "k2"]
+    assert r.texts == ["a  b &nbsp; c", "d"]
+    assert r.drops == {"unexpanded_entity": 2, "undefined_entity": 1}
+    assert r.warnings[0].startswith("mac/a.xml:3: entity reference &m; in <doc id='k1'> is never expanded")
+    assert r.warnings[1].startswith("mac/a.xml:4: entity reference &ext; in <doc id='k2'>")
+    assert "nbsp" in r.warnings[2] and r.warnings[2].endswith("[undefined_entity]")
+
+
+def test_huge_text_node_and_deep_nesting_get_the_huge_tree_retry_once(tmp_path):
+    """As tei (xml_retry): a text node over libxml2's default 10 MB or nesting over 256 is read on a
+    huge_tree retry, with each document and drop delivered once; nesting over 2048 stays refused."""
+    big = "beseda " * 1_600_000  # 11.2 MB in one text node
+    mid = "<hi>" * 600 + "y" + "</hi>" * 600
+    wrapped = "<x>" * 1500 + "<p>z</p>" + "</x>" * 1500  # a paragraph deeper than Python recurses
+    deep = "<hi>" * 3000 + "z" + "</hi>" * 3000
+    r = extract(tmp_path, {
+        "a.xml": corpus('<doc id="e"><p> </p></doc>', '<doc id="a"><p>ena</p></doc>', f'<doc id="b"><p>{big}</p></doc>',
+                        f'<doc id="m"><p>{mid}</p>{wrapped}</doc>', '<doc id="c"><p>tri</p></doc>'),
+        "b.xml": corpus('<doc id="ok"><p>ok</p></doc>', f'<doc id="deep"><p>{deep}</p></doc>')})
+    assert r.ids == ["a", "b", "m", "c", "ok"]
+    assert len(r.texts[1]) == len(big.strip()) and r.texts[2] == "y\nz"
+    assert r.drops == {"empty_text": 1, "xml_syntax_error": 1}
+    assert r.warnings[1].startswith("mac/b.xml") and "kept the 1 document(s)" in r.warnings[1]
+
+
+def test_entity_amplification_is_refused_and_never_retried(tmp_path, monkeypatch):
+    from slm4ie_assets.extractors import xml_retry
+
+    calls = []
+    real = xml_retry.is_resource_limit
+    monkeypatch.setattr(xml_retry, "is_resource_limit", lambda *a: calls.append(a) or real(*a))
+    lol = '<!ENTITY l0 "lol">' + "".join(f'<!ENTITY l{i} "{("&l%d;" % (i - 1)) * 10}">' for i in range(1, 10))
+    r = extract(tmp_path, {"a.xml": corpus('<doc id="k1"><p>a</p></doc>', '<doc id="k2"><p>&l9;</p></doc>',
+                                           head=f"<!DOCTYPE corpus [{lol}]>\n")})
+    assert r.ids == ["k1"] and r.drops == {"xml_syntax_error": 1} and "amplification" in r.warnings[0]
+    assert len(calls) == 1 and not real(*calls[0])
+
+
 def test_empty_file_gives_a_warning_and_no_documents(tmp_path):
     """ADDENDUM 4.6 Errors: an empty file warns (counted, D6) and yields nothing."""
     r = extract(tmp_path, {"a.xml": "", "b.xml": corpus('<doc id="b"><p>b</p></doc>')})

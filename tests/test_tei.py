@@ -499,6 +499,18 @@ def test_d6_empty_or_broken_files_are_counted(tmp_path, content):
     assert r.docs == [] and r.drops == {"xml_syntax_error": 1}
 
 
+def test_d6_each_files_error_comes_from_its_own_parse(tmp_path):
+    """An empty file's warning is about that file, not the errors lxml's thread-global log still
+    holds from the file read before it (here an entity bomb)."""
+    lol = '<!ENTITY l0 "lol">' + "".join(f'<!ENTITY l{i} "{("&l%d;" % (i - 1)) * 10}">' for i in range(1, 10))
+    r = extract(tmp_path, f'<?xml version="1.0"?>\n<!DOCTYPE TEI [{lol}]>\n' + tei("<p>&l9;</p>").split("\n", 1)[1],
+                name="bomb.xml")
+    assert "amplification" in r.ledger.warnings[0]
+    r = extract(tmp_path, b"", name="empty.xml")
+    [warning] = r.ledger.warnings
+    assert warning.startswith("t/empty.xml: no element found") and "amplification" not in warning
+
+
 def test_d6_a_bad_file_does_not_stop_the_dataset(corpus):
     r = corpus.run("t", "tei", {"a.xml": tei("<p>ena</p>"), "b.xml": "<TEI", "c.xml": tei("<p>tri</p>")})
     assert r.texts == ["ena", "tri"] and r.drops == {"xml_syntax_error": 1}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..schema import Document
-from .base import ExtractContext, Extractor, InputFile, sort_key
+from .base import ExtractContext, Extractor, InputFile, _unreadable_reason, sort_key
 from .records import probe_id
 
 NATURAL_ID_KEYS = ("id", "_id", "docid", "doc_id", "uid", "url")
@@ -114,16 +114,28 @@ class HuggingfaceExtractor(Extractor):
         return None  # the reference always reads the `text` column; `metadata:` is ignored
 
     def list_inputs(self, root: Path) -> list[InputFile]:
-        """One input per immediate subdirectory (symlinked ones too), hidden ones included (ADDENDUM 3.1)."""
+        """One input per immediate subdirectory (symlinked ones too), hidden ones included (ADDENDUM 3.1).
+        Plain files are ignored; a symbolic link that leads nowhere (broken, a loop) or an entry that
+        cannot be examined may be a config directory that went missing, so it goes to `unreadable`
+        (D6: reported as `unreadable_path`, never silently lost)."""
+        self.unreadable: list[str] = []
         found = []
         with os.scandir(root) as entries:
             for entry in entries:
                 try:
                     if entry.is_dir():
                         found.append(InputFile(Path(entry.path), entry.name))
-                except OSError:
-                    continue
+                    elif entry.is_symlink():
+                        os.stat(entry.path)  # raises for a broken link or a loop; a link to a file is ignored
+                except OSError as exc:
+                    reason = _unreadable_reason(entry, exc)
+                    try:
+                        reason += f" (it points to {os.readlink(entry.path)!r})"
+                    except OSError:
+                        pass
+                    self.unreadable.append(f"{entry.name}: {reason}; not read as a config directory")
         found.sort(key=lambda f: sort_key(f.rel))
+        self.unreadable.sort()
         return found
 
     def fingerprint_of(self, file: InputFile) -> str:

@@ -3,10 +3,15 @@
 ADDENDUM 4.6 with DECISIONS D6/S3 (a parse error or bad bytes keep the documents closed before
 it and skip the rest of the file, counted) and D13 (a nested `<doc>` or `<p>` belongs to the
 outermost one, so no text is emitted twice). Memory stays bounded by one `<doc>`: each finished
-element is cleared and detached from the tree together with everything before it.
+element is cleared and detached from the tree together with everything before it. Parser limits
+and errors are shared with tei (xml_retry): a file over libxml2's default limits (text nodes of
+10 MB, nesting of 256) is read again with huge_tree, bounded as tei is.
 
-Security: no DTD is loaded, nothing is fetched from the network and entity references in text
-are not expanded, so no external entity is ever read.
+Security: no DTD is loaded, nothing is fetched from the network and no entity is expanded, so no
+external entity is ever read. Entities as in tei: a reference to an entity the file declares
+(internal or SYSTEM) is left out of the text and counted as `unexpanded_entity`; a reference to an
+undeclared one (under a DOCTYPE whose external DTD is not loaded) stays verbatim in the text and
+is counted per file as `undefined_entity` (ADDENDUM 4.6 Errors).
 """
 
 from typing import Iterator
@@ -15,13 +20,14 @@ from lxml import etree
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
+from .tei_names import parser_options
+from .tei_text import TextCollector, report_unexpanded
+from .xml_retry import extract_with_retry
 
 DOC_METADATA_KEYS = ("title", "crawl_date", "lang_distr", "url", "domain", "file_type", "lm_score")
 
 _DOC = "doc"  # un-namespaced only: lxml matches a bare tag name against no-namespace elements
 _P = "p"
-_BAD_BYTES = frozenset({etree.ErrorTypes.ERR_INVALID_ENCODING, etree.ErrorTypes.ERR_INVALID_CHAR,
-                        etree.ErrorTypes.ERR_UNKNOWN_ENCODING, etree.ErrorTypes.ERR_UNSUPPORTED_ENCODING})
 _UNDEFINED_ENTITY = frozenset({etree.ErrorTypes.ERR_UNDECLARED_ENTITY, etree.ErrorTypes.WAR_UNDECLARED_ENTITY})
 
 
@@ -35,26 +41,45 @@ def _is_nested(elem) -> bool:
     return False
 
 
-def _collect_paragraphs(container, parts: list) -> None:
+def _collect_paragraphs(container, parts: list, collector: TextCollector) -> None:
     """Append the stripped, non-empty text of every outermost `<p>` under `container` (D13: a
-    nested `<p>` is part of the one around it), in document order."""
-    for child in container:
-        if child.tag == _P:
-            # a leaf paragraph's text is its .text; comments and PIs were removed while parsing
-            text = "".join(child.itertext()) if len(child) else child.text
-            if text:
-                text = text.strip()
+    nested `<p>` is part of the one around it), in document order. Iterative: under huge_tree the
+    nesting reaches 2048, beyond Python's recursion limit."""
+    stack = [iter(container)]
+    while stack:
+        for child in stack[-1]:
+            if child.tag == _P:
+                # a leaf paragraph's text is its .text; comments and PIs were removed while parsing
+                text = collector.text(child) if len(child) else child.text
                 if text:
-                    parts.append(text)
-        elif len(child):
-            _collect_paragraphs(child, parts)
+                    text = text.strip()
+                    if text:
+                        parts.append(text)
+            elif len(child):
+                stack.append(iter(child))
+                break
+        else:
+            stack.pop()
 
 
-def doc_text(doc) -> str:
-    """The outermost paragraphs' texts, stripped, empties dropped, joined by newlines."""
+def doc_text(doc, collector: TextCollector | None = None) -> str:
+    """The outermost paragraphs' texts, stripped, empties dropped, joined by newlines. Entity
+    references met go to `collector.unexpanded` (unless kept verbatim, see `_Undeclared`)."""
     parts: list = []
-    _collect_paragraphs(doc, parts)
+    _collect_paragraphs(doc, parts, collector if collector is not None else TextCollector())
     return "\n".join(parts)
+
+
+class _Undeclared:
+    """`"&name;" in it` is true when the file's internal DTD subset declares no entity `name`:
+    such references stay verbatim (libxml2 reports them, counted as `undefined_entity`)."""
+
+    def __init__(self, elem):
+        dtd = elem.getroottree().docinfo.internalDTD
+        self.declared = frozenset(e.name for e in dtd.iterentities()) if dtd is not None else frozenset()
+
+    def __contains__(self, reference: str) -> bool:
+        return reference[1:-1] not in self.declared
 
 
 def doc_metadata(attrib) -> dict:
@@ -76,13 +101,47 @@ def _release(elem) -> None:
             del parent[0]
 
 
-def _first_error(log, exc: etree.XMLSyntaxError) -> tuple[int | None, str, int]:
-    """(line, message, libxml2 code) of the error that stopped the parse; lxml's own exception
-    text can be generic ("no element found") while the log holds the cause."""
-    for entry in log:
-        if entry.level >= etree.ErrorLevels.ERROR:
-            return entry.line or None, entry.message, entry.type
-    return exc.lineno or None, exc.msg or str(exc), exc.code
+class MacocuPass:
+    """One streaming parse of a macocu file (an xml_retry.StreamingPass)."""
+
+    def __init__(self, drop):
+        self.drop = drop  # drop(reason, message, line=None)
+        self.events = None
+
+    @property
+    def error_log(self):
+        return self.events.error_log if self.events is not None else None
+
+    def in_progress(self) -> str | None:
+        return None
+
+    def run(self, fh, huge: bool) -> Iterator[Document]:
+        self.events = events = etree.iterparse(fh, events=("end",), tag=_DOC, remove_comments=True, remove_pis=True,
+                                               **parser_options(huge))
+        collector = None
+        for _, elem in events:
+            if _is_nested(elem):
+                continue
+            if collector is None:  # the DOCTYPE is complete before the first element
+                collector = TextCollector(verbatim=_Undeclared(elem))
+            attrib = elem.attrib
+            doc_id = attrib.get("id")
+            text = doc_text(elem, collector)
+            if collector.unexpanded:
+                report_unexpanded(collector.unexpanded, self.drop, f"<doc id={doc_id!r}>")
+            if not text:
+                self.drop("empty_text", f"<doc id={doc_id!r}> has no paragraph text; skipped", elem.sourceline)
+                _release(elem)
+                continue
+            doc = Document(text, doc_id, doc_metadata(attrib))
+            _release(elem)
+            yield doc
+        undefined = [e for e in events.error_log if e.type in _UNDEFINED_ENTITY]
+        if undefined:
+            first = undefined[0]
+            self.drop("undefined_entity", f"{len(undefined)} undefined entity reference(s), first: "
+                                          f"{first.message.strip()}; kept verbatim in text, an attribute holding "
+                                          "one is empty", first.line)
 
 
 class MacocuExtractor(Extractor):
@@ -94,44 +153,4 @@ class MacocuExtractor(Extractor):
         return None  # the reference has no knobs for macocu; `metadata:` is ignored
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
-        try:
-            fh = open(file.path, "rb")
-        except OSError as exc:
-            ctx.drop("unreadable_file", file, f"cannot open ({exc.strerror or exc}); file skipped")
-            return
-        with fh:
-            events = etree.iterparse(fh, events=("end",), tag=_DOC, resolve_entities=False, no_network=True,
-                                     load_dtd=False, remove_comments=True, remove_pis=True)
-            emitted = 0
-            try:
-                for _, elem in events:
-                    if _is_nested(elem):
-                        continue
-                    text = doc_text(elem)
-                    attrib = elem.attrib
-                    doc_id = attrib.get("id")
-                    if not text:
-                        ctx.drop("empty_text", file, f"<doc id={doc_id!r}> has no paragraph text; skipped",
-                                 elem.sourceline)
-                        _release(elem)
-                        continue
-                    doc = Document(text, doc_id, doc_metadata(attrib))
-                    _release(elem)
-                    emitted += 1
-                    yield doc
-            except etree.XMLSyntaxError as exc:
-                line, message, code = _first_error(events.error_log, exc)
-                reason = "invalid_bytes" if code in _BAD_BYTES else "xml_syntax_error"
-                ctx.drop(reason, file, f"{message.strip()}; kept the {emitted} document(s) closed before it, "
-                                       "skipped the rest of the file", line)
-                return
-            except OSError as exc:
-                ctx.drop("unreadable_file", file, f"read failed ({exc.strerror or exc}); kept the {emitted} "
-                                                  "document(s) read before it, skipped the rest of the file")
-                return
-            undefined = [e for e in events.error_log if e.type in _UNDEFINED_ENTITY]
-            if undefined:
-                first = undefined[0]
-                ctx.drop("undefined_entity", file, f"{len(undefined)} undefined entity reference(s), first: "
-                                                   f"{first.message.strip()}; kept verbatim in text, an attribute "
-                                                   "holding one is empty", first.line)
+        yield from extract_with_retry(ctx, file, MacocuPass)

@@ -18,7 +18,7 @@ from typing import Iterator
 from ..schema import Annotations, Document
 from .tei_names import BLOCKS, CHOICE, PC, S, U, W, XML_ID
 from .tei_pass import TeiPass, text_is_blank
-from .tei_text import choose_reading
+from .tei_text import choose_reading, report_unexpanded
 from .tei_tokens import DocTokens, SentenceReader
 
 
@@ -177,12 +177,8 @@ class AnnotatedPass(TeiPass):
     # --- lost content
 
     def _count_unexpanded(self) -> None:
-        found = self.reader.text.unexpanded
-        if found:
-            for name, line in found:
-                self.drop("unexpanded_entity", f"entity reference {name} in a token is never expanded; "
-                                               "its text is missing from the form", line)
-            found.clear()
+        if self.reader.text.unexpanded:
+            report_unexpanded(self.reader.text.unexpanded, self.drop, "a token", "its text is missing from the form")
 
     def _count_stray_tokens(self, el) -> None:
         for tok in el.iter(W, PC):

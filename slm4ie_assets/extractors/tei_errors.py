@@ -1,4 +1,4 @@
-"""What stopped a TEI parse, and what to do about it (D6, S3)."""
+"""What stopped an XML parse (tei, macocu), and what to do about it (D6, S3)."""
 
 from lxml import etree
 
@@ -7,15 +7,15 @@ _BAD_BYTES = frozenset({etree.ErrorTypes.ERR_INVALID_ENCODING, etree.ErrorTypes.
                         etree.ErrorTypes.ERR_UNKNOWN_ENCODING, etree.ErrorTypes.ERR_UNSUPPORTED_ENCODING})
 
 
-def first_error(parser, exc: etree.ParseError) -> tuple:
+def first_error(log, exc: etree.ParseError) -> tuple:
     """(line, libxml2 code, message) of the error that stopped the parse. lxml's exception text
-    can be generic ("no element found") while the feed parser's own log holds the cause."""
-    logs = [parser.feed_error_log] if parser is not None else []
-    logs.append(getattr(exc, "error_log", None))
-    for log in logs:
-        for entry in log or ():
-            if entry.level >= etree.ErrorLevels.ERROR:
-                return entry.line or None, entry.type, entry.message.strip()
+    can be generic ("no element found") while the parse's own log (a feed parser's
+    `feed_error_log`, an iterparse's `error_log`) holds the cause. Never `exc.error_log`: for a
+    parse that was fed nothing (an empty file) it is lxml's thread-global log, which still holds
+    the errors of earlier files."""
+    for entry in log or ():
+        if entry.level >= etree.ErrorLevels.ERROR:
+            return entry.line or None, entry.type, entry.message.strip()
     return exc.lineno or None, exc.code, (exc.msg or str(exc)).strip()
 
 

@@ -53,6 +53,11 @@ class TeiPass:
     def run(self, fh, huge: bool) -> Iterator[Document]:
         raise NotImplementedError  # pragma: no cover - abstract
 
+    @property
+    def error_log(self):
+        """This parse's own error log (xml_retry reads the cause of a ParseError from it)."""
+        return self.parser.feed_error_log if self.parser is not None else None
+
     def in_progress(self) -> str | None:
         """What an error at this point drops, for the warning; None when nothing is open."""
         return None

@@ -16,7 +16,7 @@ from ..schema import Document
 from .tei_annotated import local_name, utterance_metadata
 from .tei_names import BLOCKS, BODY, CHOICE, NOTE, P, SEG, U, XML_ID
 from .tei_pass import TeiPass, text_is_blank
-from .tei_text import TextCollector, choose_reading
+from .tei_text import TextCollector, choose_reading, report_unexpanded
 
 
 def _doc_id(value):
@@ -27,12 +27,8 @@ class _EntityCounting(TeiPass):
     collector: TextCollector
 
     def count_unexpanded(self, where: str) -> None:
-        found = self.collector.unexpanded
-        if found:
-            for name, line in found:
-                self.drop("unexpanded_entity", f"entity reference {name} in {where} is never expanded; its text "
-                                               "is missing", line)
-            found.clear()
+        if self.collector.unexpanded:
+            report_unexpanded(self.collector.unexpanded, self.drop, where)
 
 
 class PlainPass(_EntityCounting):

@@ -150,7 +150,7 @@ def parse_scan(path, maybe: Presence, huge: bool) -> Presence:
                     break
                 parser.feed(data)
     except etree.ParseError as exc:
-        if not huge and is_resource_limit(*first_error(parser, exc)[1:]):
+        if not huge and is_resource_limit(*first_error(parser.feed_error_log, exc)[1:]):
             raise
     return Presence(target.w, target.u, target.s)
 

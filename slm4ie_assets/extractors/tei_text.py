@@ -37,13 +37,16 @@ def choose_reading(choice):
 
 class TextCollector:
     """Collects text content; counts entity references it cannot expand (they are never expanded,
-    for safety) so the caller can put them in the drop ledger."""
+    for safety) so the caller can put them in the drop ledger (`report_unexpanded`)."""
 
-    __slots__ = ("skip", "unexpanded")
+    __slots__ = ("skip", "unexpanded", "verbatim")
 
-    def __init__(self, skip: frozenset = frozenset()):
+    def __init__(self, skip: frozenset = frozenset(), verbatim=frozenset()):
         self.skip = skip  # tags whose content is not text (their tails still are), e.g. <note>
         self.unexpanded: list = []  # (entity text, line) of every entity reference met
+        # references kept as written instead (`"&name;" in verbatim`): macocu's undeclared ones,
+        # which it counts apart as `undefined_entity`
+        self.verbatim = verbatim
 
     def text(self, el) -> str:
         """All descendant text and tails of `el` (not its own tail); comments and processing
@@ -73,7 +76,10 @@ class TextCollector:
                         stack.append((iter(child), child.tail))
                         break
                 elif tag is _ENTITY:
-                    self.unexpanded.append((child.text, child.sourceline))
+                    if child.text in self.verbatim:
+                        parts.append(child.text)
+                    else:
+                        self.unexpanded.append((child.text, child.sourceline))
                 if child.tail:
                     parts.append(child.tail)
             else:
@@ -81,3 +87,10 @@ class TextCollector:
                 if after:
                     parts.append(after)
         return "".join(parts)
+
+
+def report_unexpanded(found: list, drop, where: str, missing: str = "its text is missing") -> None:
+    """One `unexpanded_entity` drop per (entity text, line) in `found`, which is then emptied."""
+    for name, line in found:
+        drop("unexpanded_entity", f"entity reference {name} in {where} is never expanded; {missing}", line)
+    found.clear()
