@@ -401,3 +401,103 @@ def test_extract_reads_one_config_on_its_own(tmp_path):
     first = [(d.text, d.doc_id, d.metadata) for d in HuggingfaceExtractor().extract(f, ctx)]
     again = [(d.text, d.doc_id, d.metadata) for d in HuggingfaceExtractor().extract(f, ctx)]
     assert first == again == [("x", "sl:00000000", {})]
+
+
+# ----------------------------------------------------------------------------- pyarrow-only reading
+
+
+def _varied_configs(root: Path) -> None:
+    """Configs covering what `save_to_disk` writes: several shards, a DatasetDict, nested and
+    temporal features, ClassLabel, nulls, a shuffled (indices-flattened) selection, an empty split."""
+    from datasets import ClassLabel
+
+    Dataset.from_dict({"text": [f"besedilo {i}" for i in range(50)], "id": list(range(50))}
+                      ).save_to_disk(str(root / "a_sharded"), num_shards=3)
+    DatasetDict({
+        "train": Dataset.from_dict({"text": ["učna", " ", None], "url": ["u1", "u2", None]}),
+        "test": Dataset.from_dict({"text": ["preizkus"], "url": ["u3"]},
+                                  features=Features({"text": Value("string"), "url": Value("string")})),
+    }).save_to_disk(str(root / "b_dict"))
+    Dataset.from_dict({
+        "text": ["ena", "dva"],
+        "when": [dt.datetime(2020, 1, 2, 3, 4, 5), None],
+        "nested": [{"a": [dt.date(2020, 1, 1)], "b": 1.5}, {"a": [], "b": float("nan")}],
+        "label": [0, 1],
+    }, features=Features({"text": Value("string"), "when": Value("timestamp[us]"),
+                          "nested": {"a": Sequence(Value("date32")), "b": Value("float64")},
+                          "label": ClassLabel(names=["neg", "pos"])})).save_to_disk(str(root / "c_types"))
+    Dataset.from_dict({"text": [f"t{i}" for i in range(20)], "doc_id": [f"d{i}" for i in range(20)]}
+                      ).shuffle(seed=3).select(range(7)).save_to_disk(str(root / "d_shuffled"))
+
+
+def _extract_without_fast_path(tmp_path, monkeypatch) -> Run:
+    import slm4ie_assets.extractors.huggingface as hf
+
+    with monkeypatch.context() as m:
+        m.setattr(hf, "load_folder", lambda folder: None)
+        return extract(tmp_path)
+
+
+def test_pyarrow_only_reading_gives_exactly_what_datasets_gives(tmp_path, monkeypatch):
+    """The fast path (no `datasets` import) is taken for every ordinary `save_to_disk` folder and
+    yields the same lines, drops and warnings as `datasets.load_from_disk`."""
+    from slm4ie_assets.extractors.arrow_dir import load_folder
+
+    root = raw_dir(tmp_path)
+    _varied_configs(root)
+    assert all(load_folder(p) is not None for p in root.iterdir())
+    fast = extract(tmp_path)
+    slow = _extract_without_fast_path(tmp_path, monkeypatch)
+    assert ordered(fast.lines) == ordered(slow.lines)
+    assert fast.drops == slow.drops and fast.warnings == slow.warnings
+    assert len(fast.lines) == 50 + 2 + 2 + 7
+
+
+def test_features_that_disagree_with_the_arrow_schema_are_left_to_datasets(tmp_path, monkeypatch):
+    """dataset_info.json declares float32 where the Arrow data holds float64: the fast path must not
+    guess; `datasets` decides (it refuses the folder), and the result is exactly its own."""
+    from slm4ie_assets.extractors.arrow_dir import load_folder
+
+    folder = raw_dir(tmp_path) / "cast"
+    Dataset.from_dict({"text": ["a"], "score": [0.1]}).save_to_disk(str(folder))
+    info_path = folder / "dataset_info.json"
+    info = json.loads(info_path.read_text())
+    info["features"]["score"]["dtype"] = "float32"
+    info_path.write_text(json.dumps(info))
+    assert load_folder(folder) is None
+    r = extract(tmp_path)
+    slow = _extract_without_fast_path(tmp_path, monkeypatch)
+    assert ordered(r.lines) == ordered(slow.lines) and r.drops == slow.drops
+    assert r.drops == {"load_failed": 1} and "don't match" in r.warnings[0]
+
+
+@pytest.mark.parametrize("damage", ["state_key", "data_file_path", "missing_arrow", "split_list", "empty"])
+def test_unusual_folders_fall_back_to_datasets(tmp_path, damage):
+    """Anything the fast path does not know exactly is left to `datasets` (same result or its error)."""
+    from slm4ie_assets.extractors.arrow_dir import load_folder
+
+    root = raw_dir(tmp_path)
+    if damage == "split_list":
+        DatasetDict({"train": Dataset.from_dict({"text": ["x"]})}).save_to_disk(str(root / "cfg"))
+        (root / "cfg" / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "train"]}))
+    elif damage == "empty":  # a split with no data files: `datasets` 5.2 cannot load it either
+        DatasetDict({"train": Dataset.from_dict({"text": ["x"]}),
+                     "test": Dataset.from_dict({"text": []}, features=Features({"text": Value("string")}))}
+                    ).save_to_disk(str(root / "cfg"))
+    else:
+        Dataset.from_dict({"text": ["x"]}).save_to_disk(str(root / "cfg"))
+        state_path = root / "cfg" / "state.json"
+        state = json.loads(state_path.read_text())
+        if damage == "state_key":
+            state["_indices_data_files"] = []
+        elif damage == "data_file_path":
+            state["_data_files"][0]["filename"] = "../elsewhere.arrow"
+        else:
+            state["_data_files"].append({"filename": "data-missing.arrow"})
+        state_path.write_text(json.dumps(state))
+    assert load_folder(root / "cfg") is None
+    r = extract(tmp_path)
+    if damage in ("state_key", "split_list"):
+        assert r.texts == ["x"]
+    else:
+        assert r.texts == [] and r.drops == {"load_failed": 1}

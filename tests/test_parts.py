@@ -157,6 +157,53 @@ def test_duplicate_uids_counted_and_named(tmp_path):
     assert report.manifest["duplicate_examples"] == ["k:x"]
 
 
+def test_duplicate_counts_agree_between_the_set_and_the_sorted_paths(tmp_path, monkeypatch):
+    """Both duplicate counters (a set for small datasets, a numpy sort above) count every repeat
+    after the first and name the same five uids."""
+    import slm4ie_assets.parts as parts_mod
+
+    rows_a = [{"doc_id": f"d{i % 7}", "text": "t"} for i in range(20)]  # d0..d6 repeated
+    rows_b = [{"doc_id": "d1", "text": "t"}, {"doc_id": "fresh", "text": "t"}]
+    cat, spec = setup(tmp_path, {"a.jsonl": jl(*rows_a), "b.jsonl": jl(*rows_b)})
+    answers = []
+    for small_set in (10**9, 0):
+        monkeypatch.setattr(parts_mod, "_SMALL_UID_SET", small_set)
+        m = extract_dataset(spec, cat, force=True).manifest
+        answers.append((m["duplicate_uids"], m["duplicate_examples"]))
+    assert answers[0] == answers[1]
+    count, examples = answers[0]
+    assert count == 20 - 7 + 1
+    assert len(examples) == 5 and set(examples) < {f"k:d{i}" for i in range(7)}
+
+
+def test_a_single_part_is_published_by_hard_link_and_keeps_its_bytes_when_the_part_is_redone(tmp_path):
+    """One shard: the version shares the part's inode (no copy); re-extracting writes a new part
+    file under the same name, so the still-published version keeps its own bytes."""
+    cat, spec = setup(tmp_path, {"a.jsonl": jl({"doc_id": "a", "text": "old"})})
+    extract_dataset(spec, cat)
+    from slm4ie_assets.pipeline import extract_parts, plan_dataset
+
+    store = DatasetStore(spec)
+    published = spec.text_path.resolve()
+    part = store.part_paths(plan_dataset(spec).shards[0].key)[0]
+    assert os.path.samefile(published, part)
+    before = published.read_bytes()
+    (tmp_path / "raw/k/a.jsonl").write_text(jl({"doc_id": "a", "text": "new text"}))
+    extract_parts(spec, plan_dataset(spec).shards)  # parts only, not published
+    assert not os.path.samefile(published, part)
+    assert published.read_bytes() == before
+    extract_dataset(spec, cat)
+    assert [r["text"] for r in read_jsonl(spec.text_path)] == ["new text"]
+
+
+def test_several_parts_are_concatenated_in_shard_order(tmp_path):
+    files = {f"{n}.jsonl": jl({"doc_id": n, "text": n * 3}) for n in ("c", "a", "b")}
+    cat, spec = setup(tmp_path, files)
+    extract_dataset(spec, cat)
+    assert [r["doc_id"] for r in read_jsonl(spec.text_path)] == ["a", "b", "c"]
+    assert spec.text_path.resolve().stat().st_nlink == 1  # a copy, not a link to one part
+
+
 def test_switching_extractor_rebuilds_parts(tmp_path):
     cat, spec = setup(tmp_path, {"a.jsonl": jl({"doc_id": "a", "text": "x"})})
     extract_dataset(spec, cat)

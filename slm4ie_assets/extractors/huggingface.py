@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile, _unreadable_reason, sort_key
+from .arrow_dir import ArrowSplit, load_folder
 from .records import probe_id
 
 NATURAL_ID_KEYS = ("id", "_id", "docid", "doc_id", "uid", "url")
@@ -142,17 +143,27 @@ class HuggingfaceExtractor(Extractor):
         return directory_fingerprint(file.path)
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
+        config = file.rel
+        for split, part in self._splits(file, ctx):
+            if split is None:
+                yield from self._rows(part, f"{config}:", "", file, ctx)
+            else:
+                yield from self._rows(part, f"{config}:{split}:", f"split {split!r} ", file, ctx)
+
+    def _splits(self, file: InputFile, ctx: ExtractContext) -> list:
+        """[(split name or None, ArrowSplit)]: read with pyarrow alone when that is provably what
+        `load_from_disk` gives (arrow_dir), else through `datasets` itself."""
+        fast = load_folder(file.path)
+        if fast is not None:
+            return fast
         import datasets
 
         dataset = self._load(file, ctx, datasets)
         if dataset is None:
-            return
-        config = file.rel
+            return []
         if isinstance(dataset, datasets.DatasetDict):
-            for split, part in dataset.items():
-                yield from self._rows(part, f"{config}:{split}:", f"split {split!r} ", file, ctx)
-        else:
-            yield from self._rows(dataset, f"{config}:", "", file, ctx)
+            return [(split, _as_split(part)) for split, part in dataset.items()]
+        return [(None, _as_split(dataset))]
 
     @staticmethod
     def _load(file: InputFile, ctx: ExtractContext, datasets):
@@ -172,7 +183,7 @@ class HuggingfaceExtractor(Extractor):
     def _rows(part, id_prefix: str, where: str, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         import pyarrow as pa
 
-        schema = part.data.schema
+        schema = part.schema
         if TEXT_COLUMN not in schema.names:
             ctx.drop("missing_text", file, f"{where}has no {TEXT_COLUMN!r} column; its {part.num_rows} row(s) skipped")
             return
@@ -182,7 +193,7 @@ class HuggingfaceExtractor(Extractor):
                            if f.name != TEXT_COLUMN and _converter(f.type) is not None)
         start = 0
         try:
-            for batch in part.with_format("arrow").iter(batch_size=BATCH_ROWS):
+            for batch in part.batches(BATCH_ROWS):
                 texts = batch.column(TEXT_COLUMN).to_pylist()
                 rest = batch.drop_columns([TEXT_COLUMN])
                 rows = rest.to_pylist()
@@ -211,6 +222,14 @@ class HuggingfaceExtractor(Extractor):
         except (pa.ArrowException, OSError) as exc:
             ctx.drop("read_failed", file, f"{where}reading the batch at row {start} failed ({type(exc).__name__}: "
                                           f"{exc}); the rest of the split skipped")
+
+
+def _as_split(dataset) -> ArrowSplit:
+    """A loaded `datasets.Dataset` as the ArrowSplit the row reader takes (its table after
+    `load_from_disk`'s own casts; `save_to_disk` leaves no indices mapping)."""
+    if getattr(dataset, "_indices", None) is not None:
+        dataset = dataset.flatten_indices()
+    return ArrowSplit(dataset.data.table)
 
 
 def _drop_text(text, row_index: int, where: str, file: InputFile, ctx: ExtractContext) -> None:
