@@ -4,16 +4,18 @@ File writes and zlib both release the GIL, so handing megabyte chunks to a helpe
 extractor keep parsing on the main thread while the previous chunk is compressed and copied into
 the page cache: on two cores the output side costs the parser almost nothing.
 
-Level 6 (issue #7, measured on the generated sidecars of bench/): the sidecar must stay within
-10% of gzip -9. zlib 6 is 1.04-1.08x of -9 at ~3x its speed; zlib 5 is already 1.13x, and
-python-isal (levels 0-3, ~4x faster than zlib 6) gives 1.36-1.41x, so neither qualifies.
+zlib-ng level 6 (issue #7): the sidecar must stay within 10% of gzip -9. Measured on the shared
+corpora's and bench/'s sidecars, zlib-ng 6 is 1.015-1.044x of zlib 9 at ~1.8x the speed of zlib 6
+(itself 1.02-1.06x); zlib-ng 5 is faster still but 1.16x on TEI, and python-isal (levels 0-3)
+gives 1.36-1.41x, so neither qualifies. The output is a standard gzip member either way.
 """
 
 import ctypes
 import os
 import queue
 import threading
-import zlib
+
+from zlib_ng import zlib_ng
 
 LEVEL = 6
 _CHUNK = 1 << 20
@@ -143,7 +145,7 @@ class GzipMemberWriter(ChunkWriter):
     """Write bytes into one gzip member appended to an open binary file."""
 
     def __init__(self, fh, level: int = LEVEL, threaded: bool = True, writeback: bool = False):
-        super().__init__(fh, threaded, zlib.compressobj(level, zlib.DEFLATED, 31), writeback)
+        super().__init__(fh, threaded, new_compressor(level), writeback)
 
 
 def fsync_file(fh) -> None:
@@ -151,6 +153,11 @@ def fsync_file(fh) -> None:
     os.fsync(fh.fileno())
 
 
+def new_compressor(level: int = LEVEL):
+    """A gzip-framed deflate stream (wbits 31: header with mtime 0 and no name, CRC trailer)."""
+    return zlib_ng.compressobj(level, zlib_ng.DEFLATED, 31)
+
+
 def gzip_bytes(data: bytes, level: int = LEVEL) -> bytes:
-    z = zlib.compressobj(level, zlib.DEFLATED, 31)
+    z = new_compressor(level)
     return z.compress(data) + z.flush()
