@@ -12,6 +12,7 @@ A part is committed by its `.meta.json`, written last; a publish by the rename o
 A reader therefore always sees a complete text file and the sidecar that belongs to it.
 """
 
+import bisect
 import errno
 import hashlib
 import os
@@ -370,16 +371,18 @@ def _read_hashes(path: Path) -> array:
 def _duplicates_in_a_set(files: list[Path], limit: int) -> tuple[int, list[int]]:
     """Same answer as `_duplicates_sorted`: the count, and the `limit` smallest repeated hashes."""
     seen: set[int] = set()
-    dups: set[int] = set()
+    smallest: list[int] = []  # the `limit` smallest distinct repeated hashes, sorted
     count = 0
     for f in files:
         for h in _read_hashes(f):
             if h in seen:
                 count += 1
-                dups.add(h)
+                if (len(smallest) < limit or h < smallest[-1]) and h not in smallest:
+                    bisect.insort(smallest, h)
+                    del smallest[limit:]
             else:
                 seen.add(h)
-    return count, sorted(dups)[:limit]
+    return count, smallest
 
 
 def _duplicates_sorted(files: list[Path], total: int, limit: int) -> tuple[int, list[int]]:
