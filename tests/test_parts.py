@@ -211,3 +211,30 @@ def test_switching_extractor_rebuilds_parts(tmp_path):
     cat2 = load_catalog(tmp_path / "extract.yaml")
     report = extract_dataset(cat2.dataset("k"), cat2)
     assert not report.skipped and read_jsonl(spec.text_path)[0]["domain"] == "news"
+
+
+def test_staged_text_takes_current_and_fresh_parts_in_shard_order(tmp_path):
+    """Several shards: the new version's text is staged while parts are extracted. An incremental
+    run (one shard changed) still publishes every part, in shard order."""
+    files = {f"{n}.jsonl": jl({"doc_id": n, "text": n}) for n in ("a", "b", "c", "d")}
+    cat, spec = setup(tmp_path, files)
+    extract_dataset(spec, cat)
+    (tmp_path / "raw/k/b.jsonl").write_text(jl({"doc_id": "b2", "text": "changed"}))
+    report = extract_dataset(spec, cat)
+    assert len(report.extracted) == 1
+    assert [r["doc_id"] for r in read_jsonl(spec.text_path)] == ["a", "b2", "c", "d"]
+    assert len(list(DatasetStore(spec).versions.iterdir())) == 1
+
+
+def test_a_failed_run_leaves_no_staged_version_behind(tmp_path):
+    """A strict dataset that fails after its parts were staged removes the staged folder at once,
+    and the published pair stays as it was."""
+    files = {f"{n}.jsonl": jl({"doc_id": n, "text": n}) for n in ("a", "b", "c")}
+    cat, spec = setup(tmp_path, files, strict=True)
+    extract_dataset(spec, cat)
+    before = spec.text_path.read_bytes()
+    (tmp_path / "raw/k/c.jsonl").write_text(jl({"doc_id": "c", "text": "c"}) + "{broken\n")
+    with pytest.raises(StrictModeViolation):
+        extract_dataset(spec, cat)
+    assert spec.text_path.read_bytes() == before
+    assert len(list(DatasetStore(spec).versions.iterdir())) == 1
