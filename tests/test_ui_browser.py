@@ -145,6 +145,23 @@ def button(page, label: str):
     return page.locator("button", has_text=re.compile(rf"^\s*{re.escape(label)}\s*$")).first
 
 
+def select_all_partitions(dialog, count: int, within: float = 120.0) -> None:
+    """Click "All" until the dialog says `count` partitions. On a loaded machine the first click can
+    land before the dialog has fetched the partition keys, and the selection then stays empty."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    label = dialog.get_by_text(re.compile(rf"^\s*{count} partitions\s*$"))
+    deadline = time.monotonic() + within
+    while True:
+        button(dialog, "All").click()
+        try:
+            label.wait_for(timeout=10_000)
+            return
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise
+
+
 def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     """issue 9: Materialize on extracted/news_txt from the asset page, the run succeeds, the file is
     published and the page shows its document count; then a backfill of every shards/news_txt
@@ -198,8 +215,7 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     before = {b["id"] for b in ui.graphql(BACKFILLS_QUERY)["partitionBackfillsOrError"]["results"]}
     button(page, "Materialize…").click()
     dialog = page.get_by_role("dialog")
-    button(dialog, "All").click()
-    dialog.get_by_text(re.compile(r"^\s*3 partitions\s*$")).wait_for()
+    select_all_partitions(dialog, 3)
     shoot(ui, page, "shard-backfill-dialog")
     button(dialog, "Launch backfill").click()
 
