@@ -410,20 +410,32 @@ def _duplicates_sorted(files: list[Path], total: int, limit: int) -> tuple[int, 
 
 
 def _uid_examples(store: DatasetStore, shards: list[Shard], dup_hashes: list[int]) -> list[str]:
-    """The uids behind the first duplicate hashes, read back from the parts' text."""
+    """The uids behind the duplicate hashes, in document order. A part's `.uids` file holds one hash
+    per line of its text, so only the lines that carry a wanted hash are decoded."""
     examples: list[str] = []
     wanted = set(dup_hashes)
-    if not wanted:
-        return examples
     for s in shards:
-        with open(store.part_paths(s.key)[0], "rb") as fh:
-            for line in fh:
-                u = orjson.loads(line)["uid"]
-                if uid_hash(u) in wanted and u not in examples:
-                    examples.append(u)
-                    wanted.discard(uid_hash(u))
         if not wanted:
             break
+        text_path, _, uids_path, _ = store.part_paths(s.key)
+        first_at: dict[int, int] = {}  # line index -> hash, first occurrence of each wanted hash here
+        taken: set[int] = set()
+        for i, h in enumerate(_read_hashes(uids_path)):
+            if h in wanted and h not in taken:
+                taken.add(h)
+                first_at[i] = h
+        if not first_at:
+            continue
+        last = max(first_at)
+        with open(text_path, "rb") as fh:
+            for i, line in enumerate(fh):
+                if i in first_at:
+                    u = orjson.loads(line)["uid"]
+                    if uid_hash(u) in wanted and u not in examples:
+                        examples.append(u)
+                        wanted.discard(uid_hash(u))
+                if i >= last:
+                    break
     return examples
 
 

@@ -238,3 +238,15 @@ def test_a_failed_run_leaves_no_staged_version_behind(tmp_path):
         extract_dataset(spec, cat)
     assert spec.text_path.read_bytes() == before
     assert len(list(DatasetStore(spec).versions.iterdir())) == 1
+
+
+def test_duplicate_examples_are_found_deep_in_a_part_and_named_in_document_order(tmp_path):
+    """Examples are read back through the parts' hash files: only the lines holding a repeated
+    hash are decoded, and the uids come out in document order."""
+    a = [{"doc_id": f"a{i}", "text": "t"} for i in range(1500)]
+    b = [{"doc_id": f"b{i}", "text": "t"} for i in range(1500)] + [{"doc_id": "a1499", "text": "x"},
+                                                                    {"doc_id": "a7", "text": "y"}]
+    cat, spec = setup(tmp_path, {"a.jsonl": jl(*a), "b.jsonl": jl(*b)})
+    m = extract_dataset(spec, cat).manifest
+    assert m["duplicate_uids"] == 2
+    assert m["duplicate_examples"] == ["k:a7", "k:a1499"]
