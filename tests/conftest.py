@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.pipeline import extract_dataset
+from slm4ie_assets.pipeline import extract_and_publish, extract_dataset, plan_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -75,8 +75,8 @@ class Corpus:
 
 
 class Result:
-    def __init__(self, out: Path, key: str, report):
-        self.out, self.key, self.report = out, key, report
+    def __init__(self, out: Path, key: str, report, plan=None):
+        self.out, self.key, self.report, self.plan = out, key, report, plan
         self.lines = read_jsonl(out / f"{key}.jsonl")
         self.sidecar = read_sidecar(out / f"{key}.annotations.jsonl.gz")
         self.manifest = report.manifest
@@ -90,12 +90,36 @@ class Result:
         return [r["doc_id"] for r in self.lines]
 
     @property
+    def metas(self) -> list:
+        return [r.get("metadata") for r in self.lines]
+
+    @property
     def drops(self) -> dict:
         return self.manifest["drops"]
 
     @property
     def warnings(self) -> list:
         return self.report.warnings
+
+
+def extract_raw(root: Path, key: str, extractor: str, domain: str, files: dict | None = None,
+                workers: int = 1) -> Result:
+    """Add `files` to raw/<key>/ (what is there stays) and run plan, extract and publish, forced."""
+    raw = root / "raw" / key
+    raw.mkdir(parents=True, exist_ok=True)
+    write_files(raw, files or {})
+    catalog = load_catalog(write_config(root, {key: {"extractor": extractor, "domain": domain}}))
+    plan = plan_dataset(catalog.dataset(key), force=True, workers=workers)
+    return Result(root / "out", key, extract_and_publish(plan), plan)
+
+
+def ordered(value):
+    """Dicts as (key, value) lists, so comparisons check key order too (ADDENDUM 2.1)."""
+    if isinstance(value, dict):
+        return [(k, ordered(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [ordered(v) for v in value]
+    return value
 
 
 @pytest.fixture

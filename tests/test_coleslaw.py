@@ -5,63 +5,15 @@ import json
 import logging
 from pathlib import Path
 
-import yaml
 
-from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.extractors.coleslaw import SHADOW_WARNINGS_PER_FILE
-from slm4ie_assets.pipeline import extract_and_publish, plan_dataset
+
+from conftest import Result, extract_raw, ordered
 
 
-class Run:
-    def __init__(self, lines: list, report):
-        self.lines = lines
-        self.report = report
-
-    @property
-    def texts(self) -> list:
-        return [r["text"] for r in self.lines]
-
-    @property
-    def ids(self) -> list:
-        return [r["doc_id"] for r in self.lines]
-
-    @property
-    def metas(self) -> list:
-        return [r.get("metadata") for r in self.lines]
-
-    @property
-    def drops(self) -> dict:
-        return self.report.manifest["drops"]
-
-    @property
-    def warnings(self) -> list:
-        return self.report.warnings
-
-
-def extract(tmp_path: Path, files: dict, key: str = "coleslaw", workers: int = 1) -> Run:
+def extract(tmp_path: Path, files: dict, key: str = "coleslaw", workers: int = 1) -> Result:
     """Write `files` under raw/<key>/ and run the plain pipeline (plan, extract, publish)."""
-    raw = tmp_path / "raw" / key
-    raw.mkdir(parents=True, exist_ok=True)
-    for rel, content in files.items():
-        path = raw / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
-    config = tmp_path / "extract.yaml"
-    config.write_text(yaml.safe_dump({"input_dir": "raw", "output_dir": "out",
-                                      "datasets": {key: {"extractor": "coleslaw", "domain": "legal"}}}))
-    catalog = load_catalog(config)
-    report = extract_and_publish(plan_dataset(catalog.dataset(key), force=True, workers=workers))
-    data = (tmp_path / "out" / f"{key}.jsonl").read_bytes()
-    return Run([json.loads(line) for line in data.splitlines()], report)
-
-
-def ordered(value):
-    """Dicts as (key, value) lists, so comparisons check key order too (ADDENDUM 2.1)."""
-    if isinstance(value, dict):
-        return [(k, ordered(v)) for k, v in value.items()]
-    if isinstance(value, list):
-        return [ordered(v) for v in value]
-    return value
+    return extract_raw(tmp_path, key, "coleslaw", "legal", files, workers)
 
 
 def jl(*records) -> str:
@@ -264,7 +216,7 @@ def test_each_file_is_one_shard_and_two_workers_publish_the_same_bytes(tmp_path)
     files = {f"{sub}/a.jsonl": jl({"id": sub, "text": sub}, {"text": "anon"})
              for sub in ("PISRS", "UradniList", "USRS")}
     one = extract(tmp_path / "one", files)
-    two = extract(tmp_path / "two", files, workers=2)
+    extract(tmp_path / "two", files, workers=2)
     assert one.report.shards == 3
     assert (tmp_path / "one/out/coleslaw.jsonl").read_bytes() == (tmp_path / "two/out/coleslaw.jsonl").read_bytes()
     assert one.ids == ["PISRS", "PISRS/a:000001", "USRS", "USRS/a:000001", "UradniList", "UradniList/a:000001"]

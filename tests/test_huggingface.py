@@ -15,10 +15,10 @@ import yaml
 datasets = pytest.importorskip("datasets")
 from datasets import Dataset, DatasetDict, Features, Sequence, Value  # noqa: E402
 
-from slm4ie_assets.catalog import load_catalog  # noqa: E402
 from slm4ie_assets.extractors.base import ExtractContext, InputFile  # noqa: E402
 from slm4ie_assets.extractors.huggingface import BATCH_ROWS, HuggingfaceExtractor  # noqa: E402
-from slm4ie_assets.pipeline import extract_and_publish, plan_dataset  # noqa: E402
+
+from conftest import Result, extract_raw, ordered  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,59 +30,15 @@ def _quiet_progress_bars():
     datasets.enable_progress_bars()
 
 
-class Run:
-    def __init__(self, lines: list, report, plan):
-        self.lines = lines
-        self.report = report
-        self.plan = plan
-
-    @property
-    def texts(self) -> list:
-        return [r["text"] for r in self.lines]
-
-    @property
-    def ids(self) -> list:
-        return [r["doc_id"] for r in self.lines]
-
-    @property
-    def metas(self) -> list:
-        return [r.get("metadata") for r in self.lines]
-
-    @property
-    def drops(self) -> dict:
-        return self.report.manifest["drops"]
-
-    @property
-    def warnings(self) -> list:
-        return self.report.warnings
-
-
 def raw_dir(tmp_path: Path, key: str = "c4") -> Path:
     path = tmp_path / "raw" / key
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def extract(tmp_path: Path, key: str = "c4", workers: int = 1) -> Run:
+def extract(tmp_path: Path, key: str = "c4", workers: int = 1) -> Result:
     """Run the plain pipeline (plan, extract, publish) over raw/<key>/ as the tests left it."""
-    raw_dir(tmp_path, key)
-    config = tmp_path / "extract.yaml"
-    config.write_text(yaml.safe_dump({"input_dir": "raw", "output_dir": "out",
-                                      "datasets": {key: {"extractor": "huggingface", "domain": "web"}}}))
-    catalog = load_catalog(config)
-    plan = plan_dataset(catalog.dataset(key), force=True, workers=workers)
-    report = extract_and_publish(plan)
-    data = (tmp_path / "out" / f"{key}.jsonl").read_bytes()
-    return Run([json.loads(line) for line in data.splitlines()], report, plan)
-
-
-def ordered(value):
-    """Dicts as (key, value) lists, so comparisons check key order too (ADDENDUM 2.1)."""
-    if isinstance(value, dict):
-        return [(k, ordered(v)) for k, v in value.items()]
-    if isinstance(value, list):
-        return [ordered(v) for v in value]
-    return value
+    return extract_raw(tmp_path, key, "huggingface", "web", workers=workers)
 
 
 def line(text, doc_id, metadata=None) -> dict:
@@ -387,7 +343,7 @@ def test_each_config_dir_is_one_shard_and_two_workers_publish_the_same_bytes(tmp
     for name in ("sl", "hr"):
         os.symlink(root / name, two_root / name)
     one = extract(tmp_path / "one")
-    two = extract(tmp_path / "two", workers=2)
+    extract(tmp_path / "two", workers=2)
     assert [s.key for s in one.plan.shards] == ["hr", "sl"]
     assert one.ids == ["u", "sl:00000000", "sl:00000001"]
     assert (tmp_path / "one/out/c4.jsonl").read_bytes() == (tmp_path / "two/out/c4.jsonl").read_bytes()
@@ -430,7 +386,7 @@ def _varied_configs(root: Path) -> None:
                       ).shuffle(seed=3).select(range(7)).save_to_disk(str(root / "d_shuffled"))
 
 
-def _extract_without_fast_path(tmp_path, monkeypatch) -> Run:
+def _extract_without_fast_path(tmp_path, monkeypatch) -> Result:
     import slm4ie_assets.extractors.huggingface as hf
 
     with monkeypatch.context() as m:

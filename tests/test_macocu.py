@@ -6,13 +6,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-import yaml
 from lxml import etree
 
-from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.extractors.base import ExtractContext, InputFile
 from slm4ie_assets.extractors.macocu import DOC_METADATA_KEYS, MacocuExtractor, _release
-from slm4ie_assets.pipeline import extract_and_publish, plan_dataset
+
+from conftest import Result, extract_raw, ordered
 
 SEED_EXAMPLE = """<corpus id="MaCoCu-sl-2.0">
   <doc id="macocu.sl.1" title="Page One" url="https://example.com/1"
@@ -24,52 +23,9 @@ SEED_EXAMPLE = """<corpus id="MaCoCu-sl-2.0">
 """
 
 
-class Run:
-    def __init__(self, lines: list, report):
-        self.lines = lines
-        self.report = report
-
-    @property
-    def texts(self) -> list:
-        return [r["text"] for r in self.lines]
-
-    @property
-    def ids(self) -> list:
-        return [r["doc_id"] for r in self.lines]
-
-    @property
-    def drops(self) -> dict:
-        return self.report.manifest["drops"]
-
-    @property
-    def warnings(self) -> list:
-        return self.report.warnings
-
-
-def extract(tmp_path: Path, files: dict, key: str = "mac", workers: int = 1) -> Run:
+def extract(tmp_path: Path, files: dict, key: str = "mac", workers: int = 1) -> Result:
     """Write `files` under raw/<key>/ and run the plain pipeline (plan, extract, publish)."""
-    raw = tmp_path / "raw" / key
-    for rel, content in files.items():
-        path = raw / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
-    raw.mkdir(parents=True, exist_ok=True)
-    config = tmp_path / "extract.yaml"
-    config.write_text(yaml.safe_dump({"input_dir": "raw", "output_dir": "out",
-                                      "datasets": {key: {"extractor": "macocu", "domain": "web"}}}))
-    catalog = load_catalog(config)
-    report = extract_and_publish(plan_dataset(catalog.dataset(key), force=True, workers=workers))
-    data = (tmp_path / "out" / f"{key}.jsonl").read_bytes()
-    return Run([json.loads(line) for line in data.splitlines()], report)
-
-
-def ordered(value):
-    """Dicts as (key, value) lists, so comparisons check key order too (ADDENDUM 2.1)."""
-    if isinstance(value, dict):
-        return [(k, ordered(v)) for k, v in value.items()]
-    if isinstance(value, list):
-        return [ordered(v) for v in value]
-    return value
+    return extract_raw(tmp_path, key, "macocu", "web", files, workers)
 
 
 def corpus(*docs: str, head: str = "") -> str:
@@ -361,7 +317,7 @@ def test_each_file_is_one_shard_and_two_workers_publish_the_same_bytes(tmp_path)
     exactly what a one-worker run does (fallback ids included)."""
     files = {f"f{i}.xml": corpus(f'<doc id="d{i}"><p>p{i}</p></doc>', f'<doc><p>anon {i}</p></doc>') for i in range(3)}
     one = extract(tmp_path / "one", files)
-    two = extract(tmp_path / "two", files, workers=2)
+    extract(tmp_path / "two", files, workers=2)
     assert one.report.shards == 3
     assert (tmp_path / "one/out/mac.jsonl").read_bytes() == (tmp_path / "two/out/mac.jsonl").read_bytes()
     assert one.ids == ["d0", "f0:000001", "d1", "f1:000001", "d2", "f2:000001"]
