@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import AssetCheckSeverity, AssetSelection, instance_for_test
+from dagster import AssetCheckSeverity, AssetSelection
 
 from conftest import CORPORA, corpora_config, load_compare_outputs, write_files
 from slm4ie_assets.assets import extracted_key
@@ -23,14 +23,6 @@ TOKENS = {"paragraphs": [{"sentences": [{"tokens": [{"form": "Dober", "lemma": "
 
 def jsonl(*records) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-
-
-@pytest.fixture
-def instance(tmp_path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    with instance_for_test(temp_dir=str(home)) as inst:
-        yield inst
 
 
 @pytest.fixture

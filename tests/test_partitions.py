@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import AssetKey, AssetSelection, instance_for_test, materialize
+from dagster import AssetKey, AssetSelection, materialize
 
 from conftest import write_config, write_files
 from slm4ie_assets import assets as assets_module
@@ -118,14 +118,6 @@ def touch(path: Path, text: str | None = None) -> None:
 
 
 TEXTS = {"a.txt": "prvi a\n\ndrugi a\n", "b.txt": "prvi b\n", "sub/c.txt": "prvi c\n\ndrugi c\n\ntretji c\n"}
-
-
-@pytest.fixture
-def instance(tmp_path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    with instance_for_test(temp_dir=str(home)) as inst:
-        yield inst
 
 
 @pytest.fixture

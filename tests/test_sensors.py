@@ -32,16 +32,6 @@ TEXTS = {"a.txt": "prvi a\n\ndrugi a\n", "b.txt": "prvi b\n", "sub/c.txt": "prvi
 
 
 @pytest.fixture
-def instance(tmp_path):
-    from dagster import instance_for_test
-
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    with instance_for_test(temp_dir=str(home)) as inst:
-        yield inst
-
-
-@pytest.fixture
 def project(tmp_path):
     write_files(tmp_path / "raw" / "kas", TEXTS)
     return Project(tmp_path, {"kas": {"extractor": "text", "domain": "academic", "watch_interval": 7}})
