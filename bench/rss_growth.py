@@ -13,6 +13,7 @@ ru_maxrss (the largest process). Prints a table and writes bench/RSS_GROWTH.md.
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -71,8 +72,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     keys = [k for k in args.only.split(",") if k] or list(DATASETS)
     base = args.data / f"scale-{args.scale:g}"
-    import subprocess
-
     subprocess.run([sys.executable, "-m", "bench.generate", str(base), "--scale", str(args.scale),
                     "--only", ",".join(keys)], cwd=REPO, check=True, stdout=subprocess.DEVNULL,
                    env=dict(os.environ, PYTHONPATH=str(REPO)))

@@ -223,10 +223,8 @@ def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: Dat
                             doc_id = doc.doc_id
                             if not doc_id or doc_id.isspace():
                                 doc_id = f"{prefix}:{emitted:06d}"
-                            doc_uid = f"{source}:{doc_id}"
-                            rec = {"text": text, "source": source, "domain": domain, "doc_id": doc_id, "uid": doc_uid}
-                            if doc.metadata:
-                                rec["metadata"] = doc.metadata
+                            rec = text_record(doc, source, domain, doc_id)
+                            doc_uid = rec["uid"]
                             ann = doc.annotations
                             ann_line = None
                             try:

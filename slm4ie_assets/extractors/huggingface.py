@@ -225,10 +225,8 @@ class HuggingfaceExtractor(Extractor):
 
 
 def _as_split(dataset) -> ArrowSplit:
-    """A loaded `datasets.Dataset` as the ArrowSplit the row reader takes (its table after
-    `load_from_disk`'s own casts; `save_to_disk` leaves no indices mapping)."""
-    if getattr(dataset, "_indices", None) is not None:
-        dataset = dataset.flatten_indices()
+    """A loaded `datasets.Dataset` as the ArrowSplit the row reader takes: its table after
+    `load_from_disk`'s own casts (`save_to_disk` flattens any indices mapping before writing)."""
     return ArrowSplit(dataset.data.table)
 
 
