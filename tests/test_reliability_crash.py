@@ -716,7 +716,9 @@ def full_disk_project(tmp_path: Path, small_tmpfs, size: int) -> Project:
     return Project(tmp_path, docs=300, datasets={"c_jsonl": "jsonl"})
 
 
-def test_full_disk_while_writing_parts_fails_naming_the_dataset_and_keeps_the_output(tmp_path, small_tmpfs):
+def full_disk_after_a_good_run(tmp_path: Path, small_tmpfs):
+    """`c_jsonl` published ("old") on a 16 MB out/, then the disk filled to 64 kB and new input
+    written: (project, spec, snapshot of the old output, the filler file)."""
     project = full_disk_project(tmp_path, small_tmpfs, 16 << 20)
     spec = project.spec("c_jsonl")
     project.write("old")
@@ -724,6 +726,11 @@ def test_full_disk_while_writing_parts_fails_naming_the_dataset_and_keeps_the_ou
     old = snapshot(spec)
     filler = fill(spec.output_dir, leave=64 << 10)
     project.write("new")
+    return project, spec, old, filler
+
+
+def test_full_disk_while_writing_parts_fails_naming_the_dataset_and_keeps_the_output(tmp_path, small_tmpfs):
+    project, spec, old, filler = full_disk_after_a_good_run(tmp_path, small_tmpfs)
     with pytest.raises(OutputWriteError) as err:
         project.run_plain()
     message = str(err.value)
@@ -820,13 +827,7 @@ def test_file_size_limit_fails_naming_the_dataset_portably(tmp_path, limit):
 @pytest.mark.long
 def test_full_disk_through_the_dagster_cli_names_the_dataset(tmp_path, small_tmpfs):
     """The same failure as a user sees it: the CLI run fails and its log names the dataset."""
-    project = full_disk_project(tmp_path, small_tmpfs, 16 << 20)
-    spec = project.spec("c_jsonl")
-    project.write("old")
-    project.run_plain()
-    old = snapshot(spec)
-    filler = fill(spec.output_dir, leave=64 << 10)
-    project.write("new")
+    project, spec, old, filler = full_disk_after_a_good_run(tmp_path, small_tmpfs)
     run = Cli(project.config, instance_home(tmp_path / "home"), ["c_jsonl"])
     assert run.wait() != 0
     assert "dataset 'c_jsonl': cannot write under" in run.log and "No space left on device" in run.log
