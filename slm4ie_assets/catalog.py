@@ -1,7 +1,9 @@
 """Load and validate `extract.yaml` into typed dataset specs (DECISIONS D15).
 
 The whole file is checked when the code location loads; every problem is reported at once,
-each naming the dataset and field, so a bad config is one clear error, not a deep traceback.
+each naming the dataset and field and the `file:line` it sits on, so a bad config is one clear
+error, not a deep traceback. A key written twice is one of those problems: plain YAML loading
+would silently keep the last one. `schemas/extract.schema.json` describes the same shape for editors.
 """
 
 import hashlib
@@ -15,6 +17,7 @@ from typing import Any
 import yaml
 
 from .extractors.registry import EXTRACTORS, get_extractor_class
+from .located_yaml import KeyPath, YamlLocations, load_located_yaml
 
 CONFIG_ENV = "SLM4IE_EXTRACT_CONFIG"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +27,7 @@ _KEY_RE = re.compile(r"[A-Za-z0-9_]+")  # used with fullmatch: `$` would let a t
 _TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "shard_group_threshold"}
 _DATASET_KEYS = {"extractor", "domain", "metadata", "strict", "watch", "watch_interval", "schedule"}
 _ARCHIVE_KEYS = {"max_ratio", "max_bytes"}
+
 
 
 class CatalogError(ValueError):
@@ -97,130 +101,206 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
     if not path.is_file():
         raise CatalogError(f"{path}: config file not found (set {CONFIG_ENV} to point at one)")
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+        doc, locations = load_located_yaml(path.read_text(encoding="utf-8-sig"))
     except yaml.YAMLError as exc:
-        raise CatalogError(f"{path}: not valid YAML: {exc}") from None
-    return parse_catalog(doc, path)
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise CatalogError(f"{where}: not valid YAML: {exc}") from None
+    return parse_catalog(doc, path, locations)
+
+
+# ----------------------------------------------------------------------------- problems
+
+
+def _dotted(path: KeyPath) -> str:
+    return ".".join(str(part) for part in path)
+
+
+@dataclass
+class _Problems:
+    """Every problem found so far, each with the line it points at when the file's lines are known."""
+
+    locations: YamlLocations | None
+    found: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, path: KeyPath, message: str) -> None:
+        self._append(path, f"{_dotted(path)}: {message}" if path else message)
+
+    def add_reported(self, base: KeyPath, text: str) -> None:
+        """A message from an extractor's own validation, which starts with the dotted path it is about."""
+        head = text.split(": ", 1)[0]
+        prefix = _dotted(base)
+        path = base
+        if head.startswith(prefix + ".") and len(head) > len(prefix) + 1:
+            path = base + tuple(head[len(prefix) + 1:].split("."))
+        self._append(path, text)
+
+    def _append(self, path: KeyPath, text: str) -> None:
+        line = self.locations.line_of(path) if self.locations is not None else 0
+        self.found.append((line, text))
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+    def raise_if_any(self, file: Path) -> None:
+        if not self.found:
+            return
+        ordered = sorted(self.found, key=lambda item: item[0])  # stable: one line's problems keep their order
+        if self.locations is None:
+            lines = "\n".join(f"  - {text}" for _, text in ordered)
+        else:
+            lines = "\n".join(f"  - {file}:{line}: {text}" for line, text in ordered)
+        raise CatalogError(f"{file}: {len(ordered)} problem(s) in the extraction config:\n{lines}")
+
+
+# ----------------------------------------------------------------------------- validation
 
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def parse_catalog(doc: Any, path: Path) -> Catalog:
-    errors: list[str] = []
+def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) -> Catalog:
+    """Validate an already parsed document; `locations` (from `load_located_yaml`) adds file lines."""
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
-        raise CatalogError(f"{path}: top level must be a mapping")
-    for key in sorted(set(doc) - _TOP_KEYS):
-        errors.append(f"{key}: unknown top-level key (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    base = path.parent
-
-    def directory(name: str, default: str) -> Path:
-        value = doc.get(name, default)
-        if not isinstance(value, str) or not value:
-            errors.append(f"{name}: expected a path string, got {value!r}")
-            value = default
-        p = Path(value).expanduser()
-        return (p if p.is_absolute() else base / p).resolve()
-
-    input_dir = directory("input_dir", "data/raw")
-    output_dir = directory("output_dir", "data/extracted")
+        where = f"{path}:{locations.line_of(())}" if locations is not None else str(path)
+        raise CatalogError(f"{where}: top level must be a mapping")
+    problems = _Problems(locations)
+    for duplicate in locations.duplicates if locations is not None else ():
+        problems.add(duplicate.path, f"duplicate key (first at line {duplicate.first_line}, again at line "
+                                     f"{duplicate.again_line}); YAML keeps only the last one, so remove or rename one")
+    for key in sorted(set(doc) - _TOP_KEYS, key=str):
+        problems.add((key,), f"unknown top-level key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    input_dir = _directory(doc, "input_dir", "data/raw", path.parent, problems)
+    output_dir = _directory(doc, "output_dir", "data/extracted", path.parent, problems)
     max_workers = doc.get("max_workers", 0)
     if max_workers is None:
         max_workers = 0
     if not _is_int(max_workers) or max_workers < 0:
-        errors.append(f"max_workers: expected a whole number >= 0 (0 = all cores), got {max_workers!r}")
+        problems.add(("max_workers",), f"expected a whole number >= 0 (0 = all cores), got {max_workers!r}")
         max_workers = 0
     threshold = doc.get("shard_group_threshold", 1000)
     if not _is_int(threshold) or threshold < 1:
-        errors.append(f"shard_group_threshold: expected a whole number >= 1, got {threshold!r}")
+        problems.add(("shard_group_threshold",), f"expected a whole number >= 1, got {threshold!r}")
         threshold = 1000
-    limits = ArchiveLimits()
-    arch = doc.get("archives")
-    if arch is not None:
-        if not isinstance(arch, dict):
-            errors.append("archives: expected a mapping with max_ratio and/or max_bytes")
-        else:
-            for k in sorted(set(arch) - _ARCHIVE_KEYS):
-                errors.append(f"archives.{k}: unknown key (allowed: max_ratio, max_bytes)")
-            ratio = arch.get("max_ratio", limits.max_ratio)
-            mbytes = arch.get("max_bytes", limits.max_bytes)
-            if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or ratio <= 0:
-                errors.append(f"archives.max_ratio: expected a positive number, got {ratio!r}")
-                ratio = limits.max_ratio
-            if not _is_int(mbytes) or mbytes <= 0:
-                errors.append(f"archives.max_bytes: expected a positive whole number, got {mbytes!r}")
-                mbytes = limits.max_bytes
-            limits = ArchiveLimits(float(ratio), int(mbytes))
-
-    datasets: dict[str, DatasetSpec] = {}
-    raw_sets = doc.get("datasets", {})
-    if raw_sets is None:
-        raw_sets = {}
-    if not isinstance(raw_sets, dict):
-        errors.append("datasets: expected a mapping of dataset key -> settings")
-        raw_sets = {}
-    for key, entry in raw_sets.items():
-        spec = _parse_dataset(key, entry, input_dir, output_dir, errors)
-        if spec is not None:
-            datasets[key] = spec
-    if errors:
-        lines = "\n".join(f"  - {e}" for e in errors)
-        raise CatalogError(f"{path}: {len(errors)} problem(s) in the extraction config:\n{lines}")
+    limits = _archive_limits(doc.get("archives"), problems)
+    datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems)
+    problems.raise_if_any(path)
     return Catalog(path, input_dir, output_dir, max_workers, limits, threshold, datasets)
 
 
-def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, errors: list) -> DatasetSpec | None:
-    where = f"datasets.{key}"
+def _directory(doc: dict, name: str, default: str, base: Path, problems: _Problems) -> Path:
+    value = doc.get(name, default)
+    if not isinstance(value, str) or not value:
+        problems.add((name,), f"expected a path string, got {value!r}")
+        value = default
+    p = Path(value).expanduser()
+    return (p if p.is_absolute() else base / p).resolve()
+
+
+def _archive_limits(arch: Any, problems: _Problems) -> ArchiveLimits:
+    limits = ArchiveLimits()
+    if arch is None:
+        return limits
+    if not isinstance(arch, dict):
+        problems.add(("archives",), "expected a mapping with max_ratio and/or max_bytes")
+        return limits
+    for k in sorted(set(arch) - _ARCHIVE_KEYS, key=str):
+        problems.add(("archives", k), "unknown key (allowed: max_ratio, max_bytes)")
+    ratio = arch.get("max_ratio", limits.max_ratio)
+    mbytes = arch.get("max_bytes", limits.max_bytes)
+    if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or ratio <= 0:
+        problems.add(("archives", "max_ratio"), f"expected a positive number, got {ratio!r}")
+        ratio = limits.max_ratio
+    if not _is_int(mbytes) or mbytes <= 0:
+        problems.add(("archives", "max_bytes"), f"expected a positive whole number, got {mbytes!r}")
+        mbytes = limits.max_bytes
+    return ArchiveLimits(float(ratio), int(mbytes))
+
+
+def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: _Problems) -> dict:
+    if raw_sets is None:
+        return {}
+    if not isinstance(raw_sets, dict):
+        problems.add(("datasets",), "expected a mapping of dataset key -> settings")
+        return {}
+    datasets: dict[str, DatasetSpec] = {}
+    for key, entry in raw_sets.items():
+        spec = _parse_dataset(key, entry, input_dir, output_dir, problems)
+        if spec is not None:
+            datasets[key] = spec
+    return datasets
+
+
+def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, problems: _Problems) -> DatasetSpec | None:
+    where = ("datasets", key)
     if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
-        errors.append(f"{where}: dataset key must be letters, digits and underscores only "
-                      "(it names files under extracted/ and Dagster assets)")
+        problems.add(where, "dataset key must be letters, digits and underscores only "
+                            "(it names files under extracted/ and Dagster assets)")
         return None
     if not isinstance(entry, dict):
-        errors.append(f"{where}: expected a mapping with extractor and domain")
+        problems.add(where, "expected a mapping with extractor and domain")
         return None
-    n_before = len(errors)
-    for k in sorted(set(entry) - _DATASET_KEYS):
-        errors.append(f"{where}.{k}: unknown key (allowed: {', '.join(sorted(_DATASET_KEYS))})")
+    n_before = len(problems)
+    for k in sorted(set(entry) - _DATASET_KEYS, key=str):
+        problems.add(where + (k,), f"unknown key (allowed: {', '.join(sorted(_DATASET_KEYS))})")
     extractor = entry.get("extractor")
     if extractor is None:
-        errors.append(f"{where}.extractor: missing (one of {', '.join(sorted(EXTRACTORS))})")
+        problems.add(where + ("extractor",), f"missing (one of {', '.join(sorted(EXTRACTORS))})")
     elif extractor not in EXTRACTORS:
-        errors.append(f"{where}.extractor: unknown extractor {extractor!r} (one of {', '.join(sorted(EXTRACTORS))})")
+        problems.add(where + ("extractor",),
+                     f"unknown extractor {extractor!r} (one of {', '.join(sorted(EXTRACTORS))})")
     domain = entry.get("domain")
     if domain is None:
-        errors.append(f"{where}.domain: missing (a provenance tag such as web, legal, news)")
+        problems.add(where + ("domain",), "missing (a provenance tag such as web, legal, news)")
     elif not isinstance(domain, str) or not domain.strip():
-        errors.append(f"{where}.domain: expected a non-empty string, got {domain!r}")
+        problems.add(where + ("domain",), f"expected a non-empty string, got {domain!r}")
     options = None
     raw_options = entry.get("metadata")
     if extractor in EXTRACTORS:
         try:
-            options = get_extractor_class(extractor).parse_options(raw_options, f"{where}.metadata")
+            options = get_extractor_class(extractor).parse_options(raw_options, f"{_dotted(where)}.metadata")
         except ValueError as exc:
-            errors.append(str(exc))
-    flags = {}
+            problems.add_reported(where + ("metadata",), str(exc))
+    settings = _dataset_settings(entry, where, problems)
+    if len(problems) > n_before:
+        return None
+    assert isinstance(extractor, str) and isinstance(domain, str)  # checked above, else a problem was added
+    return DatasetSpec(
+        key=key, extractor=extractor, domain=domain, options=options, raw_options=raw_options,
+        raw_dir=input_dir / key, output_dir=output_dir, **settings,
+    )
+
+
+def _dataset_settings(entry: dict, where: KeyPath, problems: _Problems) -> dict:
+    """The dataset's run settings (not part of its recipe: they never change the bytes written)."""
+    settings: dict[str, Any] = {}
     for name, default in (("strict", False), ("watch", True)):
         value = entry.get(name, default)
         if not isinstance(value, bool):
-            errors.append(f"{where}.{name}: expected true or false, got {value!r}")
+            problems.add(where + (name,), f"expected true or false, got {value!r}")
             value = default
-        flags[name] = value
+        settings[name] = value
     interval = entry.get("watch_interval", 60)
     if not _is_int(interval) or interval < 5:
-        errors.append(f"{where}.watch_interval: expected whole seconds >= 5, got {interval!r}")
+        problems.add(where + ("watch_interval",), f"expected whole seconds >= 5, got {interval!r}")
         interval = 60
+    settings["watch_interval"] = interval
     schedule = entry.get("schedule")
-    if schedule is not None:
-        if not isinstance(schedule, str) or len(schedule.split()) != 5:
-            errors.append(f"{where}.schedule: expected a 5-field cron string such as '0 3 * * 0', got {schedule!r}")
-            schedule = None
-    if len(errors) > n_before:
-        return None
-    return DatasetSpec(
-        key=key, extractor=extractor, domain=domain, options=options, raw_options=raw_options,
-        strict=flags["strict"], watch=flags["watch"], watch_interval=interval, schedule=schedule,
-        raw_dir=input_dir / key, output_dir=output_dir,
-    )
+    if schedule is not None and not _is_valid_cron(schedule):
+        problems.add(where + ("schedule",), "expected a valid 5-field cron string (minute hour day-of-month "
+                                            f"month day-of-week) such as '0 3 * * 0', got {schedule!r}")
+        schedule = None
+    settings["schedule"] = schedule
+    return settings
+
+
+def _is_valid_cron(value: Any) -> bool:
+    """Dagster's own check, so a schedule the catalog accepts is one Dagster will build."""
+    if not isinstance(value, str) or len(value.split()) != 5:
+        return False
+    from dagster._utils.schedules import is_valid_cron_string  # imported only when a schedule is set
+
+    return is_valid_cron_string(value)

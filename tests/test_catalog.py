@@ -1,5 +1,7 @@
 """extract.yaml loading and validation (issue 2 item 2, D15, ADDENDUM 8.1)."""
 
+import re
+
 import pytest
 import yaml
 
@@ -72,6 +74,8 @@ def test_d15_every_problem_reported_at_once_naming_dataset_and_field(tmp_path):
                    "datasets.d.colour: unknown key", "datasets.e-f", "datasets.g.watch"):
         assert needle in msg, needle
     assert "7 problem(s)" in msg or "8 problem(s)" in msg
+    bullets = [line for line in msg.splitlines() if line.startswith("  - ")]
+    assert bullets and all(re.match(rf"  - {re.escape(str(tmp_path / 'extract.yaml'))}:\d+: ", b) for b in bullets)
 
 
 def test_missing_file_and_bad_yaml_are_clear(tmp_path):
@@ -90,7 +94,8 @@ def test_recipe_changes_with_anything_that_changes_output(tmp_path):
     base = {"extractor": "jsonl", "domain": "web"}
     a = parse_catalog({"datasets": {"k": base}}, tmp_path / "x.yaml").dataset("k")
     b = parse_catalog({"datasets": {"k": {**base, "domain": "news"}}}, tmp_path / "x.yaml").dataset("k")
-    c = parse_catalog({"datasets": {"k": {**base, "metadata": {"text_field": "body"}}}}, tmp_path / "x.yaml").dataset("k")
+    c = parse_catalog({"datasets": {"k": {**base, "metadata": {"text_field": "body"}}}},
+                      tmp_path / "x.yaml").dataset("k")
     d = parse_catalog({"datasets": {"k": {**base, "watch": False}}}, tmp_path / "x.yaml").dataset("k")
     assert len({a.recipe, b.recipe, c.recipe}) == 3
     assert a.recipe == d.recipe  # watching does not change what is written
