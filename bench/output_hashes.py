@@ -1,0 +1,83 @@
+"""Hashes of the published files of every bench dataset, for "a refactor changes no output byte".
+
+    python -m bench.output_hashes [--scale 0.02] [--files 4] [--workers 1] [--data DIR] [--out FILE]
+
+Generates the bench inputs (bench.generate, reused when already there), extracts every dataset
+with `extract_dataset(force=True)` into a fresh output folder and prints one line per published
+file: sha256, size, path. The manifest is hashed with `published_at` left out, because that field
+is the wall-clock time of the publish and is meant to differ between runs. Run it before and after
+a change and diff the two outputs; any difference is a changed output byte.
+"""
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.generate import DATASETS, generate
+
+REPO = Path(__file__).resolve().parents[1]
+VOLATILE_MANIFEST_KEYS = ("published_at",)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def manifest_digest(path: Path) -> str:
+    """The manifest's content without its publish time, as canonical JSON."""
+    content = json.loads(path.read_bytes())
+    for key in VOLATILE_MANIFEST_KEYS:
+        content.pop(key, None)
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def published_lines(output_dir: Path, key: str) -> list[str]:
+    lines = []
+    for name in (f"{key}.jsonl", f"{key}.annotations.jsonl.gz"):
+        path = output_dir / name
+        if path.exists():
+            lines.append(f"{sha256_file(path)} {path.stat().st_size:>11} {name}")
+    manifest = output_dir / ".slm4ie" / key / "current" / "manifest.json"
+    if manifest.exists():
+        lines.append(f"{manifest_digest(manifest)} {'-':>11} {key}/manifest.json (without published_at)")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=0.02)
+    ap.add_argument("--files", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "slm4ie-hash-inputs")
+    ap.add_argument("--out", type=Path, help="also write the lines to this file")
+    args = ap.parse_args(argv)
+
+    sys.path.insert(0, str(REPO))
+    from slm4ie_assets.catalog import load_catalog
+    from slm4ie_assets.pipeline import extract_dataset
+
+    yaml_path = generate(args.data, scale=args.scale, files=args.files)
+    catalog = load_catalog(yaml_path)
+    output_dir = catalog.dataset(next(iter(DATASETS))).output_dir
+    shutil.rmtree(output_dir, ignore_errors=True)
+    lines: list[str] = []
+    for key in DATASETS:
+        extract_dataset(catalog.dataset(key), catalog, force=True, workers=args.workers)
+        lines += published_lines(output_dir, key)
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
