@@ -1,8 +1,10 @@
 """Every rule identifier the code and tests cite (D6, S14, Q16, ADDENDUM 4.1, test_d6_..., test_addendum_5_3_...)
-is defined in docs/ as a heading or a bold anchor, so a clone can resolve it (issue 13 item 4)."""
+is defined in docs/ as a heading or a bold anchor, every `DAGSTER_NOTES n` is a heading of docs/dagster-notes.md
+and every `docs/architecture.md "section"` a heading of that page, so a clone can resolve them all."""
 
 import re
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
@@ -58,18 +60,20 @@ def defined_in(markdown: str) -> list[str]:
 
 def source_files() -> list[Path]:
     files = [REPO / "README.md"]
-    for folder in ("slm4ie_assets", "tests", "bench"):
+    for folder in ("slm4ie_assets", "tests", "bench", "examples", "tools"):
         files.extend(sorted((REPO / folder).rglob("*.py")))
+    for pattern in ("*.md", "*.yaml"):
+        files.extend(sorted((REPO / "deploy").glob(pattern)))
     return [f for f in files if f.resolve() != THIS_FILE]
 
 
-def citations() -> dict[str, list[str]]:
-    """identifier -> the `path:line` places citing it."""
+def citations(scan: Callable[[str], set[str]] = cited_in) -> dict[str, list[str]]:
+    """identifier -> the `path:line` places citing it (`scan` finds what one line cites)."""
     where = defaultdict(list)
     for path in source_files():
         rel = path.relative_to(REPO)
         for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            for ident in cited_in(line):
+            for ident in scan(line):
                 where[ident].append(f"{rel}:{lineno}")
     return where
 
@@ -83,16 +87,19 @@ def definitions() -> dict[str, list[str]]:
     return pages
 
 
-def undefined(cited: dict[str, list[str]], defined: dict[str, list[str]]) -> dict[str, list[str]]:
-    return {ident: places for ident, places in cited.items() if ident not in defined}
+def undefined(cited: dict[str, list[str]], defined: Iterable[str]) -> dict[str, list[str]]:
+    known = set(defined)
+    return {ident: places for ident, places in cited.items() if ident not in known}
+
+
+def _listing(missing: dict[str, list[str]]) -> str:
+    return "\n".join(f"  {ident}: {', '.join(places[:3])}{' ...' if len(places) > 3 else ''}"
+                     for ident, places in sorted(missing.items()))
 
 
 def test_every_identifier_cited_in_code_tests_and_bench_is_defined_in_docs():
-    cited = citations()
-    missing = undefined(cited, definitions())
-    assert not missing, "rule identifiers cited but defined nowhere in docs/ (add a heading):\n" + "\n".join(
-        f"  {ident}: {', '.join(places[:3])}{' ...' if len(places) > 3 else ''}"
-        for ident, places in sorted(missing.items()))
+    missing = undefined(citations(), definitions())
+    assert not missing, "rule identifiers cited but defined nowhere in docs/ (add a heading):\n" + _listing(missing)
 
 
 def test_the_scan_finds_the_citations_it_is_meant_to_find():
@@ -145,7 +152,7 @@ def _slug(heading: str) -> str:
 
 
 def test_links_between_the_docs_pages_resolve():
-    pages = sorted(DOCS.rglob("*.md")) + [REPO / "README.md"]
+    pages = sorted(DOCS.rglob("*.md")) + [REPO / "README.md"] + sorted((REPO / "deploy").glob("*.md"))
     for page in pages:
         for target in _LINK.findall(page.read_text(encoding="utf-8")):
             if "://" in target:
@@ -156,3 +163,88 @@ def test_links_between_the_docs_pages_resolve():
             if anchor and path.suffix == ".md":
                 slugs = {_slug(m) for m in re.findall(r"^#{1,6}\s+(.+)$", path.read_text(encoding="utf-8"), re.M)}
                 assert anchor in slugs, f"{page.name}: link to missing anchor {target}"
+
+
+# Dagster behaviour: `DAGSTER_NOTES 5`, `DAGSTER_NOTES 2 and 10`, `DAGSTER_NOTES §2` -> a heading
+# "## DAGSTER_NOTES 5 — ..." of docs/dagster-notes.md.
+NOTES_PAGE = DOCS / "dagster-notes.md"
+_NOTE_NUMBER = r"§?[0-9]+"
+_NOTES = re.compile(rf"\bDAGSTER_NOTES\s+({_NOTE_NUMBER}(?:\s*(?:,|/|\band\b)\s*{_NOTE_NUMBER}\b)*)")
+_NOTES_HEADING = re.compile(r"^#{1,6}\s+(DAGSTER_NOTES [0-9]+)(?![0-9])")
+
+
+def notes_cited_in(text: str) -> set[str]:
+    """The `DAGSTER_NOTES n` a source text cites."""
+    return {f"DAGSTER_NOTES {int(n)}" for listed in _NOTES.findall(text) for n in re.findall(r"[0-9]+", listed)}
+
+
+def notes_defined_in(markdown: str) -> list[str]:
+    """The notes a page defines, in order (repeats kept)."""
+    return [m.group(1) for m in map(_NOTES_HEADING.match, markdown.splitlines()) if m]
+
+
+def notes_defined() -> list[str]:
+    return notes_defined_in(NOTES_PAGE.read_text(encoding="utf-8"))
+
+
+def test_every_dagster_notes_citation_is_a_heading_of_dagster_notes_md():
+    missing = undefined(citations(notes_cited_in), notes_defined())
+    assert not missing, "DAGSTER_NOTES cited but not a heading of docs/dagster-notes.md:\n" + _listing(missing)
+
+
+def test_the_notes_scan_finds_the_citations_it_is_meant_to_find():
+    cited = citations(notes_cited_in)
+    for number in (2, 3, 5, 7, 10):
+        assert f"DAGSTER_NOTES {number}" in cited, number
+    assert sum(len(places) for places in cited.values()) >= 10
+
+
+def test_a_made_up_notes_number_is_reported_and_a_real_one_is_not():
+    source = "# DAGSTER_NOTES 2 and 42, see also DAGSTER_NOTES §77 / 5; DAGSTER_NOTESX 9, DAGSTER NOTES 8\n"
+    cited = {ident: ["example.py:1"] for ident in notes_cited_in(source)}
+    assert set(cited) == {"DAGSTER_NOTES 2", "DAGSTER_NOTES 42", "DAGSTER_NOTES 77", "DAGSTER_NOTES 5"}
+    assert set(undefined(cited, notes_defined())) == {"DAGSTER_NOTES 42", "DAGSTER_NOTES 77"}
+
+
+def test_notes_citation_forms():
+    assert notes_cited_in("(DAGSTER_NOTES 2 and 10).") == {"DAGSTER_NOTES 2", "DAGSTER_NOTES 10"}
+    assert notes_cited_in("DAGSTER_NOTES §5, 7") == {"DAGSTER_NOTES 5", "DAGSTER_NOTES 7"}
+    assert notes_cited_in("[DAGSTER_NOTES 3](docs/dagster-notes.md).") == {"DAGSTER_NOTES 3"}
+    assert notes_cited_in("the DAGSTER_NOTES file; D2 and 3") == set()
+
+
+def test_dagster_notes_md_has_each_note_once_in_order_and_only_there():
+    assert notes_defined() == [f"DAGSTER_NOTES {n}" for n in range(1, 11)]
+    for page in sorted(DOCS.rglob("*.md")):
+        if page != NOTES_PAGE:
+            assert not notes_defined_in(page.read_text(encoding="utf-8")), page.name
+
+
+# Sections of the architecture page: `docs/architecture.md "The asset graph"` -> a heading of that
+# page containing the quoted text (any case). The bare `ARCHITECTURE "..."` form is held to it too.
+ARCHITECTURE_PAGE = DOCS / "architecture.md"
+_SECTION_CITE = re.compile(r'\b(?:ARCHITECTURE|architecture\.md),?\s+"([^"]+)"')
+
+
+def sections_cited_in(text: str) -> set[str]:
+    return set(_SECTION_CITE.findall(text))
+
+
+def unresolved_sections(cited: dict[str, list[str]]) -> dict[str, list[str]]:
+    page = ARCHITECTURE_PAGE.read_text(encoding="utf-8")
+    headings = [h.lower() for h in re.findall(r"^#{1,6}\s+(.+)$", page, re.M)]
+    return {name: places for name, places in cited.items() if not any(name.lower() in h for h in headings)}
+
+
+def test_every_architecture_section_cited_is_a_heading_of_architecture_md():
+    cited = citations(sections_cited_in)
+    assert {"The asset graph", "Parts and publish"} <= set(cited)
+    missing = unresolved_sections(cited)
+    assert not missing, "sections cited but not headings of docs/architecture.md:\n" + _listing(missing)
+
+
+def test_a_made_up_architecture_section_is_reported():
+    source = 'see docs/architecture.md "The asset graph" and ARCHITECTURE "the basement"'
+    cited = {name: ["example.py:1"] for name in sections_cited_in(source)}
+    assert set(cited) == {"The asset graph", "the basement"}
+    assert set(unresolved_sections(cited)) == {"the basement"}
