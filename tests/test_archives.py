@@ -4,6 +4,7 @@ Every archive here is a real file built with the stdlib or zstandard in tmp_path
 """
 
 import bz2
+import dataclasses
 import errno
 import gzip
 import io
@@ -21,26 +22,17 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from slm4ie_assets.archives import (
-    CHUNK,
-    MAX_ROUNDS,
-    MAX_TAR_METADATA,
-    MAX_TAR_TRAILER,
-    MAX_ZIP_LZMA_DICT,
-    TEMP_MARK,
-    ArchiveError,
-    _Staging,
-    _zip_member_chunks,
-    archive_kind,
-    is_temp_name,
-    temp_name,
-    unpack_archives,
-)
+from slm4ie_assets.archives import ArchiveError, ArchiveReport, SkippedArchive, is_temp_name, unpack_archives
+from slm4ie_assets.archives.decoders import CHUNK, MAX_ZIP_LZMA_DICT
+from slm4ie_assets.archives.formats import MAX_TAR_METADATA, MAX_TAR_TRAILER, zip_member_chunks
+from slm4ie_assets.archives.names import TEMP_MARK, archive_kind, temp_name
+from slm4ie_assets.archives.run import MAX_ROUNDS
+from slm4ie_assets.archives.staging import Budget, Staging
 from slm4ie_assets.catalog import ArchiveLimits
 from slm4ie_assets.extractors.base import discover
 
 EXTRACTOR_SUFFIXES = (".txt", ".jsonl", ".json", ".xml", ".conllu", ".conll")
-TEXT = "Dober dan, svet.\nTo je vrstica.\n".encode() * 50
+TEXT = b"Dober dan, svet.\nTo je vrstica.\n" * 50
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -58,14 +50,14 @@ def state(tmp_path: Path) -> Path:
     return tmp_path / "out" / ".slm4ie" / "ds" / "archives.json"  # parent does not exist yet
 
 
-def run(raw: Path, state: Path, limits: ArchiveLimits | None = None, log=None) -> dict:
+def run(raw: Path, state: Path, limits: ArchiveLimits | None = None, log=None) -> ArchiveReport:
     return unpack_archives(raw, state, limits or ArchiveLimits(), log=log)
 
 
 def files_under(root: Path) -> dict[str, bytes]:
     """Every regular file below root (hidden included, links not followed) -> content."""
     out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             p = Path(dirpath) / name
             if p.is_symlink():
@@ -140,8 +132,8 @@ def test_single_file_compressor_writes_name_without_suffix_next_to_archive_D16(r
     (raw / "sub" / f"doc.txt{suffix}").write_bytes(CODECS[codec](TEXT))
     report = run(raw, state)
     assert (raw / "sub" / "doc.txt").read_bytes() == TEXT
-    assert report["unpacked"] == [f"sub/doc.txt{suffix}"]
-    assert report["outputs"] == {f"sub/doc.txt{suffix}": ["sub/doc.txt"]}
+    assert report.unpacked == [f"sub/doc.txt{suffix}"]
+    assert report.outputs == {f"sub/doc.txt{suffix}": ["sub/doc.txt"]}
     assert (raw / "sub" / f"doc.txt{suffix}").exists(), "archives are never deleted"
     assert temps_under(raw) == []
 
@@ -157,8 +149,8 @@ def test_tar_members_unpack_in_place_next_to_archive_D16(raw, state, suffix, cod
     assert (raw / "deep" / "empty").is_dir()
     assert sorted(files_under(raw / "deep")) == ["a.txt", "d/e/b.jsonl", f"data{suffix}"], \
         "Q16: a .tar.xz is unpacked, not just decompressed to data.tar"
-    assert report["unpacked"] == [f"deep/data{suffix}"]
-    assert sorted(report["outputs"][f"deep/data{suffix}"]) == ["deep/a.txt", "deep/d/e/b.jsonl"]
+    assert report.unpacked == [f"deep/data{suffix}"]
+    assert sorted(report.outputs[f"deep/data{suffix}"]) == ["deep/a.txt", "deep/d/e/b.jsonl"]
 
 
 @pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
@@ -168,7 +160,7 @@ def test_zip_members_unpack_in_place_for_every_method_D16(raw, state, compressio
     report = run(raw, state)
     assert (raw / "z" / "a.txt").read_bytes() == TEXT
     assert (raw / "z" / "dir" / "big.xml").read_bytes() == big
-    assert report["outputs"] == {"z/c.zip": ["z/a.txt", "z/dir/big.xml"]}
+    assert report.outputs == {"z/c.zip": ["z/a.txt", "z/dir/big.xml"]}
 
 
 def windows_info(name: str) -> zipfile.ZipInfo:
@@ -192,14 +184,20 @@ def test_multi_member_gzip_and_multi_frame_zstd_are_read_whole_D16(raw, state):
     assert (raw / "b.txt").read_bytes() == b"three\nfour\n"
 
 
+def shape_and_codec(name: str) -> tuple:
+    kind = archive_kind(name)
+    assert kind is not None, name
+    return kind.shape, kind.codec
+
+
 def test_archive_kind_matches_the_D16_suffix_list():
-    assert archive_kind("x.tar.gz")[:2] == ("tar", "gzip")
-    assert archive_kind("x.tgz")[:2] == ("tar", "gzip")
-    assert archive_kind("x.tar.zstd")[:2] == ("tar", "zstd")
-    assert archive_kind("x.tar")[:2] == ("tar", None)
-    assert archive_kind("x.zip")[:2] == ("zip", None)
-    assert archive_kind("x.txt.zst")[:2] == ("single", "zstd")
-    assert archive_kind("x.txt.bz2")[:2] == ("single", "bz2")
+    assert shape_and_codec("x.tar.gz") == ("tar", "gzip")
+    assert shape_and_codec("x.tgz") == ("tar", "gzip")
+    assert shape_and_codec("x.tar.zstd") == ("tar", "zstd")
+    assert shape_and_codec("x.tar") == ("tar", None)
+    assert shape_and_codec("x.zip") == ("zip", None)
+    assert shape_and_codec("x.txt.zst") == ("single", "zstd")
+    assert shape_and_codec("x.txt.bz2") == ("single", "bz2")
     for name in ("x.txt", "x.7z", "x.zstd", "x.gz.txt", "x.tar.gz.partial"):
         assert archive_kind(name) is None, name
 
@@ -215,11 +213,11 @@ def test_nested_archives_all_unpack_in_one_run_S14(raw, state):
     assert (raw / ".hidden" / "inner.txt").read_bytes() == b"inner", "Q16: not only on the second run"
     assert (raw / ".hidden" / "deep" / "x.conllu").read_bytes() == b"# text = x\n"
     assert (raw / ".hidden" / "deep" / "y.txt").read_bytes() == b"why"
-    assert sorted(report["unpacked"]) == [".hidden/deep/data.tar.xz", ".hidden/deep/y.txt.bz2",
+    assert sorted(report.unpacked) == [".hidden/deep/data.tar.xz", ".hidden/deep/y.txt.bz2",
                                           ".hidden/inner.txt.gz", ".hidden/outer.zip"]
     second = run(raw, state)
-    assert second["unpacked"] == []
-    assert sorted(second["up_to_date"]) == sorted(report["unpacked"])
+    assert second.unpacked == []
+    assert sorted(second.up_to_date) == sorted(report.unpacked)
 
 
 def test_chain_deeper_than_max_rounds_is_an_error(raw, state):
@@ -241,7 +239,7 @@ def test_symlinked_folder_is_not_entered_D16(raw, state, tmp_path):
     (raw / "linked").symlink_to(outside, target_is_directory=True)
     report = run(raw, state)
     assert sorted(p.name for p in outside.iterdir()) == ["a.txt.gz"]
-    assert report["unpacked"] == []
+    assert report.unpacked == []
 
 
 def test_symlinked_archive_is_not_followed_and_named_in_a_warning_D16(raw, state, tmp_path):
@@ -251,8 +249,8 @@ def test_symlinked_archive_is_not_followed_and_named_in_a_warning_D16(raw, state
     (raw / "link.txt.gz").symlink_to(outside / "real.txt.gz")
     report = run(raw, state)
     assert not (raw / "link.txt").exists()
-    assert report["unpacked"] == []
-    assert any("ds/link.txt.gz" in w and "not followed" in w for w in report["warnings"])
+    assert report.unpacked == []
+    assert any("ds/link.txt.gz" in w and "not followed" in w for w in report.warnings)
 
 
 # ----------------------------------------------------------------------------- idempotence (D16)
@@ -262,13 +260,13 @@ def test_second_run_does_nothing_and_leaves_outputs_untouched_D16(raw, state):
     (raw / "a.txt.gz").write_bytes(gzip.compress(TEXT))
     write_zip(raw / "b.zip", [("b1.txt", b"b1"), ("sub/b2.txt", b"b2")])
     first = run(raw, state)
-    assert sorted(first["unpacked"]) == ["a.txt.gz", "b.zip"]
+    assert sorted(first.unpacked) == ["a.txt.gz", "b.zip"]
     before = {rel: (raw / rel).stat().st_mtime_ns for rel in ("a.txt", "b1.txt", "sub/b2.txt")}
     time.sleep(0.01)
     second = run(raw, state)
-    assert second["unpacked"] == []
-    assert sorted(second["up_to_date"]) == ["a.txt.gz", "b.zip"]
-    assert second["outputs"] == first["outputs"]
+    assert second.unpacked == []
+    assert sorted(second.up_to_date) == ["a.txt.gz", "b.zip"]
+    assert second.outputs == first.outputs
     assert {rel: (raw / rel).stat().st_mtime_ns for rel in before} == before
 
 
@@ -279,7 +277,7 @@ def test_changed_archive_is_unpacked_again_D16(raw, state):
     arc.write_bytes(gzip.compress(b"new content"))
     bump_mtime(arc)
     report = run(raw, state)
-    assert report["unpacked"] == ["a.txt.gz"]
+    assert report.unpacked == ["a.txt.gz"]
     assert (raw / "a.txt").read_bytes() == b"new content"
 
 
@@ -287,10 +285,10 @@ def test_missing_or_altered_output_is_restored_D16(raw, state):
     write_zip(raw / "b.zip", [("b1.txt", b"b1"), ("b2.txt", b"b2")])
     run(raw, state)
     (raw / "b1.txt").unlink()
-    assert run(raw, state)["unpacked"] == ["b.zip"]
+    assert run(raw, state).unpacked == ["b.zip"]
     assert (raw / "b1.txt").read_bytes() == b"b1"
     (raw / "b2.txt").write_bytes(b"truncat")  # Q16: a damaged output no longer blocks a retry
-    assert run(raw, state)["unpacked"] == ["b.zip"]
+    assert run(raw, state).unpacked == ["b.zip"]
     assert (raw / "b2.txt").read_bytes() == b"b2"
 
 
@@ -304,7 +302,7 @@ def test_files_dropped_from_a_new_version_are_removed_cascading_D16(raw, state):
     assert (raw / "keep.txt").read_bytes() == b"k2"
     assert not (raw / "gone.txt").exists()
     assert not (raw / "inner.txt.gz").exists() and not (raw / "inner.txt").exists()
-    assert any("removed 3 file(s)" in w for w in report["warnings"])
+    assert any("removed 3 file(s)" in w for w in report.warnings)
     assert set(json.loads(state.read_text())["archives"]) == {"v.zip"}
 
 
@@ -316,7 +314,7 @@ def test_dropped_file_changed_by_hand_is_kept_D16(raw, state):
     bump_mtime(arc)
     report = run(raw, state)
     assert (raw / "edited.txt").read_bytes() == b"my edit"
-    assert any("left in place" in w and "edited.txt" in w for w in report["warnings"])
+    assert any("left in place" in w and "edited.txt" in w for w in report.warnings)
 
 
 def test_deleted_archive_keeps_its_outputs_and_leaves_the_state(raw, state):
@@ -333,7 +331,7 @@ def test_overlapping_archives_are_named_in_a_warning(raw, state):
     write_zip(raw / "b.zip", [("same.txt", b"b")])
     report = run(raw, state)
     assert (raw / "same.txt").read_bytes() == b"b"
-    assert any("same.txt" in w and "a.zip" in w for w in report["warnings"])
+    assert any("same.txt" in w and "a.zip" in w for w in report.warnings)
 
 
 # ----------------------------------------------------------------------------- state file
@@ -355,8 +353,8 @@ def test_unreadable_state_file_means_everything_is_unpacked_again(raw, state):
     run(raw, state)
     state.write_text("{not json")
     report = run(raw, state)
-    assert report["unpacked"] == ["a.txt.gz"]
-    assert any("archives.json" in w for w in report["warnings"])
+    assert report.unpacked == ["a.txt.gz"]
+    assert any("archives.json" in w for w in report.warnings)
     assert json.loads(state.read_text())["format"] == 1
 
 
@@ -492,7 +490,7 @@ def test_zip_members_decompress_at_most_one_chunk_at_a_time(tmp_path, compressio
     path = write_zip(tmp_path / "z.zip", [("zeros", bytes(40 * CHUNK))], compression)
     assert path.stat().st_size < CHUNK
     with open(path, "rb") as raw, zipfile.ZipFile(path) as zf:
-        sizes = [len(c) for c in _zip_member_chunks(raw, zf.infolist()[0])]
+        sizes = [len(c) for c in zip_member_chunks(raw, zf.infolist()[0])]
     assert sum(sizes) == 40 * CHUNK and max(sizes) <= CHUNK
 
 
@@ -503,7 +501,7 @@ def test_zip_lzma_member_asking_for_a_huge_dictionary_is_skipped(raw, state):
     data[props + 1:props + 5] = (MAX_ZIP_LZMA_DICT + 1).to_bytes(4, "little")
     arc.write_bytes(bytes(data))
     report = run(raw, state)
-    assert "dictionary" in report["skipped"][0]["reason"]
+    assert "dictionary" in report.skipped[0].reason
     assert not (raw / "a.txt").exists()
 
 
@@ -516,10 +514,10 @@ def test_truncated_gzip_is_skipped_and_the_run_goes_on_S14(raw, state):
     (raw / "fine.txt.gz").write_bytes(gzip.compress(b"fine"))
     write_zip(raw / "z.zip", [("z.txt", b"z")])
     report = run(raw, state)
-    assert report["skipped"][0]["path"] == "cut.txt.gz"
-    assert "truncated" in report["skipped"][0]["reason"]
-    assert any("ds/cut.txt.gz" in w and "skipped" in w for w in report["warnings"])
-    assert sorted(report["unpacked"]) == ["fine.txt.gz", "z.zip"]
+    assert report.skipped[0].path == "cut.txt.gz"
+    assert "truncated" in report.skipped[0].reason
+    assert any("ds/cut.txt.gz" in w and "skipped" in w for w in report.warnings)
+    assert sorted(report.unpacked) == ["fine.txt.gz", "z.zip"]
     assert sorted(files_under(raw)) == ["cut.txt.gz", "fine.txt", "fine.txt.gz", "z.txt", "z.zip"]
 
 
@@ -544,10 +542,10 @@ def test_corrupt_archive_is_skipped_with_a_warning_and_leaves_nothing_S14(raw, s
     (raw / name).write_bytes(content)
     (raw / "fine.txt.gz").write_bytes(gzip.compress(b"fine"))
     report = run(raw, state)
-    assert [s["path"] for s in report["skipped"]] == [name]
-    assert reason in report["skipped"][0]["reason"]
-    assert any(f"ds/{name}" in w for w in report["warnings"])
-    assert report["unpacked"] == ["fine.txt.gz"]
+    assert [s.path for s in report.skipped] == [name]
+    assert reason in report.skipped[0].reason
+    assert any(f"ds/{name}" in w for w in report.warnings)
+    assert report.unpacked == ["fine.txt.gz"]
     assert set(files_under(raw)) == {name, "fine.txt.gz", "fine.txt"}
     assert temps_under(tmp_path) == []
 
@@ -555,14 +553,14 @@ def test_corrupt_archive_is_skipped_with_a_warning_and_leaves_nothing_S14(raw, s
 def test_tar_without_end_blocks_is_accepted(raw, state):
     (raw / "noend.tar").write_bytes(tar_bytes([("a.txt", b"a")])[:1024])
     report = run(raw, state)
-    assert report["unpacked"] == ["noend.tar"] and (raw / "a.txt").read_bytes() == b"a"
+    assert report.unpacked == ["noend.tar"] and (raw / "a.txt").read_bytes() == b"a"
 
 
 def test_data_far_beyond_the_tar_end_is_skipped(raw, state):
     body = tar_bytes([("a.txt", b"a")]) + bytes(MAX_TAR_TRAILER + CHUNK)
     (raw / "long.tar.gz").write_bytes(gzip.compress(body, 1))
     report = run(raw, state)
-    assert report["skipped"][0]["path"] == "long.tar.gz"
+    assert report.skipped[0].path == "long.tar.gz"
     assert not (raw / "a.txt").exists()
 
 
@@ -571,7 +569,7 @@ def test_zip_crc_mismatch_is_skipped_and_earlier_members_are_rolled_back_S14(raw
     data = arc.read_bytes()
     arc.write_bytes(data.replace(b"SECOND-DATA", b"SECOND-DATB"))
     report = run(raw, state)
-    assert "CRC" in report["skipped"][0]["reason"]
+    assert "CRC" in report.skipped[0].reason
     assert set(files_under(raw)) == {"crc.zip"}
     assert temps_under(tmp_path) == []
 
@@ -580,15 +578,15 @@ def test_corrupt_archive_is_reported_every_run_and_read_again_only_once_changed_
     arc = raw / "a.txt.gz"
     arc.write_bytes(b"garbage")
     first = run(raw, state)
-    assert first["skipped"] and not any("unchanged" in w for w in first["warnings"])
+    assert first.skipped and not any("unchanged" in w for w in first.warnings)
     second = run(raw, state)
-    assert second["skipped"] == first["skipped"], "a skipped archive is not recorded as done"
-    assert any("ds/a.txt.gz" in w and "unchanged since the last try" in w for w in second["warnings"])
+    assert second.skipped == first.skipped, "a skipped archive is not recorded as done"
+    assert any("ds/a.txt.gz" in w and "unchanged since the last try" in w for w in second.warnings)
     os.chmod(arc, 0o644)  # a new ctime: read again
-    assert not any("unchanged" in w for w in run(raw, state)["warnings"])
+    assert not any("unchanged" in w for w in run(raw, state).warnings)
     arc.write_bytes(gzip.compress(b"fixed"))
     bump_mtime(arc)
-    assert run(raw, state)["unpacked"] == ["a.txt.gz"]
+    assert run(raw, state).unpacked == ["a.txt.gz"]
     assert (raw / "a.txt").read_bytes() == b"fixed"
     assert json.loads(state.read_text())["failed"] == {}
 
@@ -601,7 +599,7 @@ def test_refused_archive_is_refused_again_without_reading_until_it_or_the_limits
     with pytest.raises(ArchiveError, match="unchanged since it was refused") as second:
         run(raw, state, small)
     assert str(first.value) in str(second.value)
-    assert run(raw, state, ArchiveLimits(max_ratio=1e6))["unpacked"] == ["zeros.txt.gz"]
+    assert run(raw, state, ArchiveLimits(max_ratio=1e6)).unpacked == ["zeros.txt.gz"]
 
 
 def test_refusal_caused_by_the_tree_is_not_remembered_D16(raw, state, tmp_path):
@@ -612,7 +610,7 @@ def test_refusal_caused_by_the_tree_is_not_remembered_D16(raw, state, tmp_path):
     with pytest.raises(ArchiveError, match="symbolic link"):
         run(raw, state)
     (raw / "sub").unlink()
-    assert run(raw, state)["unpacked"] == ["t.tar"]
+    assert run(raw, state).unpacked == ["t.tar"]
     assert (raw / "sub" / "a.txt").read_bytes() == b"a" and list(outside.iterdir()) == []
 
 
@@ -623,7 +621,7 @@ def test_corrupt_new_version_leaves_the_previous_outputs_whole_S14(raw, state):
     arc.write_bytes(arc.read_bytes().replace(b"v2 b", b"v2 X"))
     bump_mtime(arc)
     report = run(raw, state)
-    assert report["skipped"][0]["path"] == "v.zip"
+    assert report.skipped[0].path == "v.zip"
     assert (raw / "a.txt").read_bytes() == b"v1 a" and (raw / "b.txt").read_bytes() == b"v1 b"
 
 
@@ -636,7 +634,7 @@ def test_members_that_clash_with_the_tree_skip_the_archive(raw, state, tmp_path,
     (raw / "taken").mkdir()
     write_zip(raw / "self.zip", members)
     report = run(raw, state)
-    assert reason in report["skipped"][0]["reason"]
+    assert reason in report.skipped[0].reason
     assert set(files_under(raw)) == {"self.zip"}
     assert temps_under(tmp_path) == []
 
@@ -644,9 +642,9 @@ def test_members_that_clash_with_the_tree_skip_the_archive(raw, state, tmp_path,
 def test_clash_with_the_tree_is_not_remembered(raw, state):
     (raw / "taken").mkdir()
     write_zip(raw / "c.zip", [("taken", b"x")])
-    assert run(raw, state)["skipped"]
+    assert run(raw, state).skipped
     (raw / "taken").rmdir()
-    assert run(raw, state)["unpacked"] == ["c.zip"]
+    assert run(raw, state).unpacked == ["c.zip"]
     assert (raw / "taken").read_bytes() == b"x"
 
 
@@ -655,7 +653,7 @@ def test_duplicate_member_keeps_the_last_copy_with_a_warning(raw, state):
         write_zip(raw / "d.zip", [("a.txt", b"first"), ("a.txt", b"second")])
     report = run(raw, state)
     assert (raw / "a.txt").read_bytes() == b"second"
-    assert any("more than once" in w for w in report["warnings"])
+    assert any("more than once" in w for w in report.warnings)
     assert temps_under(raw) == []
 
 
@@ -704,7 +702,7 @@ def test_source_raising_mid_write_leaves_no_output_and_no_temp_D16(raw):
         yield b"y" * CHUNK
         raise RuntimeError("source failed")
 
-    staging = _Staging(arc, "", "ds/a.txt.gz", 10**9, "test", warn=lambda m: None)
+    staging = Staging(arc, "", "ds/a.txt.gz", Budget(10**9, "test"), warn=lambda m: None)
     with pytest.raises(RuntimeError):
         try:
             staging.file(["sub", "a.txt"], "sub/a.txt", chunks())
@@ -733,7 +731,7 @@ def test_killed_run_leaves_no_output_and_the_next_run_cleans_up_D17(raw, state, 
         proc.wait()
     assert not (raw / "big.txt").exists(), "no output appears before the archive is complete"
     report = run(raw, state, ArchiveLimits(max_ratio=1e6))
-    assert any("interrupted run" in w for w in report["warnings"])
+    assert any("interrupted run" in w for w in report.warnings)
     assert temps_under(raw) == []
     assert (raw / "big.txt").stat().st_size == len(payload)
 
@@ -751,7 +749,7 @@ signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
 try:
     report = unpack_archives(Path(sys.argv[1]), Path(sys.argv[2]), ArchiveLimits(max_ratio=1e6))
-    print("returned", report["skipped"])
+    print("returned", report.skipped)
 except OSError as exc:
     print("OSError", exc.errno, exc)
 """
@@ -765,8 +763,8 @@ def test_report_has_the_documented_shape(raw, state):
     (raw / "a.txt.gz").write_bytes(gzip.compress(b"a"))
     (raw / "b.txt.gz").write_bytes(b"bad")
     report = run(raw, state)
-    assert set(report) == {"unpacked", "up_to_date", "skipped", "outputs", "warnings"}
-    assert report["unpacked"] == ["a.txt.gz"] and report["up_to_date"] == []
-    assert report["skipped"] == [{"path": "b.txt.gz", "reason": report["skipped"][0]["reason"]}]
-    assert report["outputs"] == {"a.txt.gz": ["a.txt"]}
-    assert all(isinstance(w, str) for w in report["warnings"])
+    assert {f.name for f in dataclasses.fields(report)} == {"unpacked", "up_to_date", "skipped", "outputs", "warnings"}
+    assert report.unpacked == ["a.txt.gz"] and report.up_to_date == []
+    assert report.skipped == [SkippedArchive(path="b.txt.gz", reason=report.skipped[0].reason)]
+    assert report.outputs == {"a.txt.gz": ["a.txt"]}
+    assert all(isinstance(w, str) for w in report.warnings)

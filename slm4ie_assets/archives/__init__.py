@@ -1,0 +1,41 @@
+"""Safe, atomic, idempotent unpacking of the archives under raw/<key>/ (D16, S14).
+
+Runs before any extractor, so extractors only ever see plain files. Every archive at any depth is
+unpacked in place next to itself, and archives that come out of archives are unpacked in the same
+run, until nothing new appears. One archive's outputs are written under temporary names that match
+no extractor and are renamed into place together once the whole archive has been read: a failure
+leaves nothing half-written, and a previous good version stays until the new one is complete. A
+state file outside the raw tree remembers what each archive produced (with the size and mtime of
+every output), so an unchanged archive whose outputs are intact is not unpacked again, and files a
+newer version no longer holds are removed. It also remembers failures that lie in an archive's own
+bytes, so an unchanged corrupt archive or bomb is reported again without being read again (the
+sensor calls this every tick).
+
+Refused with `ArchiveError` (the dataset fails): member paths that are absolute, contain `..`, or
+pass through a symlink; links, devices, fifos and any other non-regular member (links are refused
+even when they point inside the folder: a link target is resolved at use time, so checking it is
+fragile, and corpora have no need for them); an expansion beyond `ArchiveLimits`, counted on the
+bytes actually written, never on header claims. Skipped with a warning (S14): an archive that
+cannot be read (corrupt, truncated, unsupported) or whose members clash with the tree.
+
+Symlinks in the raw tree are not followed. A linked directory could loop or lead out of the raw
+tree (the discovery rule of ADDENDUM 3.1). A linked archive may live outside raw/<key>/ or be a
+second name for an archive unpacked elsewhere: its content is not the dataset folder's own, and its
+change detection would depend on a file the dataset does not hold. Each one is named in a warning.
+
+The caller holds the dataset lock: leftover temporary files of an interrupted run are removed at
+the start of the next one.
+
+The modules, by concern: `names` (which files are archives, member-path rules, temporary names),
+`staging` (one archive's outputs, committed or rolled back together), `decoders` (gzip, bzip2, xz,
+zstd with its frame walker, zip member streams), `formats` (tar, zip, single file), `state` (the
+state file and the report, typed), `outputs` (recorded outputs against the disk), `run` (the loop).
+Only what this module exports is for use outside the package.
+"""
+
+from .errors import ArchiveError
+from .names import is_temp_name
+from .run import unpack_archives
+from .state import ArchiveReport, SkippedArchive
+
+__all__ = ["ArchiveError", "ArchiveReport", "SkippedArchive", "is_temp_name", "unpack_archives"]

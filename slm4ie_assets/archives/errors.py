@@ -1,0 +1,51 @@
+"""How unpacking fails, by whose fault: the archive's (refused or skipped, and remembered), the
+tree's around it (tried again next time), or the disk's (the run fails)."""
+
+import lzma
+import struct
+import tarfile
+import zipfile
+import zlib
+
+import zstandard
+
+
+class ArchiveError(ValueError):
+    """An archive that must not be unpacked (unsafe member, expansion beyond the limits):
+    fails the dataset, naming the archive and member. `about_archive` is False when the cause lies
+    in the tree around it (a symlinked folder), so an unchanged archive is tried again."""
+
+    def __init__(self, message: str, about_archive: bool = True):
+        super().__init__(message)
+        self.about_archive = about_archive
+
+
+class SkipArchive(Exception):
+    """An archive that cannot be unpacked as it is: skipped with a warning (S14). `about_archive`
+    as for ArchiveError: a clash with existing files is not remembered, corrupt data is."""
+
+    def __init__(self, reason: str, about_archive: bool = True):
+        super().__init__(reason)
+        self.about_archive = about_archive
+
+
+class WriteFailure(OSError):
+    """The raw tree cannot be written (disk full, permissions): fails the run, unlike a bad archive."""
+
+
+class OversizedHeader(Exception):
+    """A tar metadata header larger than formats.MAX_TAR_METADATA; args[0] is its size."""
+
+
+# the reading side of an archive raises these when the archive itself is bad
+READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, zstandard.ZstdError, tarfile.TarError,
+               zipfile.BadZipFile, zipfile.LargeZipFile, struct.error, ValueError, NotImplementedError)
+
+
+def describe(exc: BaseException) -> str:
+    """A read error as a skip reason, naming the library that raised it."""
+    text = str(exc) or "no details"
+    kind = type(exc)
+    package = kind.__module__.split(".")[0].lstrip("_")
+    name = kind.__name__ if package == "builtins" else f"{package}.{kind.__name__}"
+    return f"cannot be read: {name}: {text}"

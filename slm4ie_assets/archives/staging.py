@@ -1,0 +1,213 @@
+"""One archive's outputs, staged: streamed into temporary files (names no extractor matches) and
+renamed into place together once the whole archive has been read, or all removed (D16, D17).
+A failure leaves nothing half-written, and a previous good version stays until the new one is
+complete."""
+
+import errno
+import itertools
+import os
+import stat
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, NoReturn
+
+from ..gzipio import ChunkWriter
+from .errors import ArchiveError, SkipArchive, WriteFailure
+from .names import temp_name
+from .state import OutputStamp
+
+Log = Callable[[str], None]
+
+PROGRESS_EVERY = 10.0  # seconds between progress lines for one large archive
+
+# errors that say the member cannot be placed where it names (a property of the tree, not the disk)
+_PLACEMENT_ERRNOS = (errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ELOOP)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How many bytes the archive may unpack to, counted on the bytes written, never on header
+    claims; `note` names the limit that set it, for the error."""
+
+    limit: int
+    note: str
+
+
+class Staging:
+    """One archive's outputs: streamed into temporary files, renamed into place together by
+    `commit`, or all removed (with the folders made for them) by `rollback`."""
+
+    def __init__(self, archive: Path, folder_rel: str, where: str, budget: Budget,
+                 warn: Log, log: Log | None = None):
+        self.archive = archive
+        self.folder = archive.parent
+        self.folder_rel = folder_rel
+        self.where = where
+        self.budget = budget
+        self.written = 0
+        self._warn = warn
+        self._log = log
+        self._pending: dict[tuple[str, ...], Path] = {}  # member path -> its temporary file
+        self._created: list[Path] = []  # folders made for this archive, removed again by rollback
+        self._dirs: set[tuple[str, ...]] = {()}
+        self._last_progress = time.monotonic()
+
+    def rel(self, parts: Iterable[str]) -> str:
+        tail = "/".join(parts)
+        return f"{self.folder_rel}/{tail}" if self.folder_rel else tail
+
+    def directory(self, parts: list[str], name: str) -> None:
+        self._ensure_dir(tuple(parts), name)
+
+    def _ensure_dir(self, parts: tuple[str, ...], name: str) -> Path:
+        if parts in self._dirs:
+            return self.folder.joinpath(*parts)
+        path = self.folder
+        for i, part in enumerate(parts, 1):
+            path = path / part
+            sub = parts[:i]
+            if sub not in self._dirs:
+                self._make_dir(path, sub, name)
+                self._dirs.add(sub)
+        return path
+
+    def _make_dir(self, path: Path, sub: tuple[str, ...], name: str) -> None:
+        if sub in self._pending:
+            raise SkipArchive(f"member {name!r} needs {self.rel(sub)} to be a folder, but the archive "
+                              f"also holds a file of that name")  # a property of the archive itself
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            try:
+                os.mkdir(path)
+            except OSError as exc:
+                self._os_failure(exc, path, name)
+            self._created.append(path)
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise ArchiveError(f"{self.where}: member {name!r} would be written through the "
+                               f"symbolic link {self.rel(sub)}; links are not followed", False)
+        if not stat.S_ISDIR(st.st_mode):
+            raise SkipArchive(f"member {name!r} needs {self.rel(sub)} to be a folder, but a file is there",
+                              False)
+
+    def file(self, parts: list[str], name: str, chunks: Iterable[bytes]) -> None:
+        """Stage one member; errors raised by `chunks` come from reading the archive and pass."""
+        key = self._file_key(parts, name)
+        tmp = self.folder.joinpath(*key[:-1]) / temp_name(key[-1])
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            self._os_failure(exc, tmp, name)
+        # buffered, so a short write is retried; the writer hands it whole chunks anyway
+        fh = open(fd, "wb")
+        failure: OSError | None = None
+        try:
+            earlier = self._pending.pop(key, None)
+            self._pending[key] = tmp  # registered before the first byte, so rollback always finds it
+            if earlier is not None:
+                earlier.unlink(missing_ok=True)
+                self._warn(f"{self.where}: member {name!r} appears more than once; the last copy is kept")
+            failure = self._copy(fh, chunks, name)
+        finally:
+            try:
+                fh.close()
+            except OSError as exc:
+                failure = failure or exc
+        if failure is not None:
+            self._os_failure(failure, tmp, name)
+
+    def _file_key(self, parts: list[str], name: str) -> tuple[str, ...]:
+        """The member's path, once its folders exist and nothing in the tree stands in its way."""
+        if not parts:
+            raise ArchiveError(f"{self.where}: member {name!r} has an empty path")
+        key = tuple(parts)
+        final = self._ensure_dir(key[:-1], name) / key[-1]
+        if key in self._dirs:
+            raise SkipArchive(f"member {name!r} is a file, but the archive also uses {self.rel(key)} as a folder")
+        if final == self.archive:
+            raise SkipArchive(f"member {name!r} would overwrite the archive itself")
+        try:
+            st = os.lstat(final)
+        except FileNotFoundError:
+            return key
+        if stat.S_ISDIR(st.st_mode):
+            raise SkipArchive(f"member {name!r} would replace the folder {self.rel(key)}", False)
+        return key
+
+    def _copy(self, fh: BinaryIO, chunks: Iterable[bytes], name: str) -> OSError | None:
+        """Write the member's chunks, decompressing the next one while the helper thread writes
+        (both release the GIL); a member of one chunk never starts a thread. Returns the write
+        error that stopped it, if any: the caller knows the path."""
+        source = self._counted(chunks, name)
+        head = list(itertools.islice(source, 2))
+        writer = ChunkWriter(fh, threaded=len(head) > 1)
+        try:
+            for chunk in itertools.chain(head, source):  # errors raised here come from reading the archive
+                try:
+                    writer.write(chunk)
+                except OSError as exc:
+                    writer.abort()
+                    return exc
+                self._progress()
+        except BaseException:
+            writer.abort()
+            raise
+        try:
+            writer.close()
+        except OSError as exc:
+            return exc
+        return None
+
+    def _counted(self, chunks: Iterable[bytes], name: str) -> Iterator[bytes]:
+        for chunk in chunks:
+            self.written += len(chunk)
+            if self.written > self.budget.limit:
+                raise ArchiveError(f"{self.where}: unpacks to more than {self.budget.limit:,} bytes "
+                                   f"(limit {self.budget.note}; reached in member {name!r}); raise "
+                                   f"archives.max_ratio / archives.max_bytes in the config if the "
+                                   f"archive is trusted")
+            yield chunk
+
+    def _progress(self) -> None:
+        now = time.monotonic()
+        if self._log is not None and now - self._last_progress >= PROGRESS_EVERY:
+            self._last_progress = now
+            self._log(f"{self.where}: {self.written / 1e6:.0f} MB unpacked so far")
+
+    def _os_failure(self, exc: OSError, path: Path, name: str) -> NoReturn:
+        if exc.errno in _PLACEMENT_ERRNOS:
+            raise SkipArchive(f"member {name!r} cannot be placed at {path}: {exc.strerror}", False) from exc
+        raise WriteFailure(exc.errno, f"{self.where}: cannot write {path}: {exc.strerror}") from exc
+
+    def commit(self) -> dict[str, OutputStamp]:
+        """Rename every staged file into place; each output as it now stands on disk."""
+        outputs: dict[str, OutputStamp] = {}
+        for key, tmp in list(self._pending.items()):
+            final = tmp.parent / key[-1]
+            try:
+                os.replace(tmp, final)
+                st = os.lstat(final)
+            except OSError as exc:
+                raise WriteFailure(exc.errno, f"{self.where}: cannot move {tmp} to {final}: "
+                                              f"{exc.strerror}") from exc
+            del self._pending[key]
+            outputs[self.rel(key)] = OutputStamp(st.st_size, st.st_mtime_ns)
+        self._created.clear()
+        return outputs
+
+    def rollback(self) -> None:
+        for tmp in self._pending.values():
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+        self._pending.clear()
+        for path in reversed(self._created):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+        self._created.clear()
