@@ -18,9 +18,10 @@ Fingerprints come from stat alone, so planning never reads content.
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .extractors.base import Extractor, InputFile, sort_key
+from .extractors.base import Extractor, Fingerprint, InputFile, sort_key
 
 MAX_KEY_LEN = 512
 DEFAULT_GROUP_THRESHOLD = 1000  # same default as Catalog.shard_group_threshold
@@ -33,10 +34,13 @@ _REFUSED = re.compile(r"[,\[\]\x00-\x1f\x7f]")
 
 @dataclass(frozen=True)
 class Shard:
+    """One unit of extraction. `fingerprint` is the string part metas and manifests persist: a
+    single file's `Fingerprint` as text, or `g<n>:<digest>` over a group's paths and fingerprints."""
+
     key: str
     files: tuple[InputFile, ...]
     fingerprint: str
-    size: int
+    size: int  # bytes of all its files, from their fingerprints
 
     @property
     def order(self) -> tuple:
@@ -61,12 +65,6 @@ def check_shard_key(key: str) -> str:
     return key
 
 
-def file_fingerprint(extractor: Extractor, file: InputFile) -> tuple[str, int]:
-    fp = extractor.fingerprint_of(file)
-    size = int(fp.split(":", 1)[0]) if fp[:1].isdigit() else 0
-    return fp, size
-
-
 def group_size(n_files: int, threshold: int) -> int:
     """Average files per shard: 1 up to the threshold, else the smallest power of two that keeps
     the expected shard count at or under the threshold."""
@@ -80,17 +78,17 @@ def _path_hash(rel: str) -> int:
     return int.from_bytes(hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=8).digest(), "little")
 
 
-def _group_shard(key: str, files: list[InputFile], fps: list[tuple[str, int]]) -> Shard:
+def _group_shard(key: str, files: list[InputFile], fps: list[Fingerprint]) -> Shard:
     h = hashlib.sha1()
-    for f, (fp, _) in zip(files, fps):
+    for f, fp in zip(files, fps, strict=True):
         h.update(f.rel.encode("utf-8", "surrogateescape"))
         h.update(b"\0")
-        h.update(fp.encode())
+        h.update(str(fp).encode())
         h.update(b"\n")
-    return Shard(key, tuple(files), f"g{len(files)}:{h.hexdigest()[:20]}", sum(s for _, s in fps))
+    return Shard(key, tuple(files), f"g{len(files)}:{h.hexdigest()[:20]}", sum(fp.size for fp in fps))
 
 
-def plan_shards(extractor: Extractor, files: list[InputFile],
+def plan_shards(extractor: Extractor, files: Sequence[InputFile],
                 group_threshold: int = DEFAULT_GROUP_THRESHOLD) -> list[Shard]:
     """The dataset's shards in the publish order of ADDENDUM 3.1."""
     files = sorted(files, key=lambda f: sort_key(f.rel))
@@ -98,19 +96,21 @@ def plan_shards(extractor: Extractor, files: list[InputFile],
     if avg == 1:
         shards = []
         for f in files:
-            fp, size = file_fingerprint(extractor, f)
-            shards.append(Shard(shard_key(f.rel), (f,), fp, size))
+            fp = extractor.fingerprint_of(f)
+            shards.append(Shard(shard_key(f.rel), (f,), str(fp), fp.size))
         return shards
     mask = avg - 1
     shards = []
-    key, group, fps = HEAD_GROUP_KEY, [], []
+    key = HEAD_GROUP_KEY
+    group: list[InputFile] = []
+    fps: list[Fingerprint] = []
     for f in files:
         if _path_hash(f.rel) & mask == 0:
             if group:
                 shards.append(_group_shard(key, group, fps))
             key, group, fps = shard_key(f.rel), [], []
         group.append(f)
-        fps.append(file_fingerprint(extractor, f))
+        fps.append(extractor.fingerprint_of(f))
     if group:
         shards.append(_group_shard(key, group, fps))
     return shards
@@ -121,4 +121,4 @@ def list_shards(spec, group_threshold: int = DEFAULT_GROUP_THRESHOLD) -> list[Sh
     from .extractors.registry import make_extractor
 
     extractor = make_extractor(spec.extractor, spec.options)
-    return plan_shards(extractor, extractor.list_inputs(spec.raw_dir), group_threshold)
+    return plan_shards(extractor, extractor.list_inputs(spec.raw_dir).files, group_threshold)

@@ -5,10 +5,8 @@ import json
 import logging
 from pathlib import Path
 
-
-from slm4ie_assets.extractors.coleslaw import SHADOW_WARNINGS_PER_FILE
-
 from conftest import Result, extract_raw, ordered
+from slm4ie_assets.extractors.coleslaw import SHADOW_WARNINGS_PER_FILE
 
 
 def extract(tmp_path: Path, files: dict, key: str = "coleslaw", workers: int = 1) -> Result:

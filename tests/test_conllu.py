@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from conftest import corpora_config, load_compare_outputs
 from slm4ie_assets.catalog import CatalogError, load_catalog
 from slm4ie_assets.extractors.base import ExtractContext, ExtractorError, InputFile
-from slm4ie_assets.extractors.conllu import READ_SIZE, ConlluExtractor, rebuild_text
+from slm4ie_assets.extractors.conllu import READ_SIZE, ConlluExtractor
 from slm4ie_assets.extractors.tsv_metadata import parse_tsv_config
 from slm4ie_assets.pipeline import extract_and_publish, plan_dataset
+from slm4ie_assets.schema import sentence_text
 
 
 def row(i, form, lemma="_", upos="_", feats="_", misc="_", xpos="X"):
@@ -112,7 +113,8 @@ def test_last_text_comment_wins_even_after_tokens_verbatim(corpus):
 
 
 def test_sentences_joined_with_newline_and_spans_inclusive(corpus):
-    r = corpus.run("k", "conllu", {"a.conllu": sent("a", "b", "c", "d", "e") + sent(*"fghijkl", comments=["# text = F G"])})
+    r = corpus.run("k", "conllu",
+                   {"a.conllu": sent("a", "b", "c", "d", "e") + sent(*"fghijkl", comments=["# text = F G"])})
     assert r.texts == ["a b c d e\nF G"]
     assert r.sidecar[0]["sentences"] == [[0, 4], [5, 11]]
 
@@ -359,7 +361,8 @@ def test_metadata_is_a_fresh_dict_per_document(tmp_path):
                                                + sent("b", comments=["# newdoc id = d2"]))
     ex = ConlluExtractor(parse_tsv_config(TSV_CONFIG, "datasets.oss.metadata"))
     ex.prepare(tmp_path)
-    docs = list(ex.extract(InputFile(tmp_path / "oss-10000.conllu", "oss-10000.conllu"), ExtractContext("oss", tmp_path)))
+    docs = list(ex.extract(InputFile(tmp_path / "oss-10000.conllu", "oss-10000.conllu"),
+                           ExtractContext("oss", tmp_path)))
     assert docs[0].metadata == docs[1].metadata
     assert docs[0].metadata is not docs[1].metadata
     assert docs[0].metadata["cerif"] is not docs[1].metadata["cerif"]
@@ -367,7 +370,8 @@ def test_metadata_is_a_fresh_dict_per_document(tmp_path):
 
 def test_no_metadata_block_means_empty_metadata(tmp_path):
     (tmp_path / "a.conllu").write_text(sent("a"))
-    docs = list(ConlluExtractor(None).extract(InputFile(tmp_path / "a.conllu", "a.conllu"), ExtractContext("k", tmp_path)))
+    docs = list(ConlluExtractor(None).extract(InputFile(tmp_path / "a.conllu", "a.conllu"),
+                                              ExtractContext("k", tmp_path)))
     assert docs[0].metadata == {} and docs[0].annotations.forms == ["a"]
 
 
@@ -525,7 +529,7 @@ def _model(text: str, stem: str) -> list:
             fs = [r[1] for r in rows]
             sp = ["SpaceAfter=No" not in r[9].split("|") for r in rows]
             forms.extend(fs)
-            texts.append(t[-1] if t and t[-1] else rebuild_text(fs, sp))
+            texts.append(t[-1] if t and t[-1] else sentence_text(fs, sp))
         block = []
     emit()
     return [(d if d is None or d.strip() else None, f, t) for d, f, t in docs]

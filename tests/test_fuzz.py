@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every extractor through the plain pipeline (issue #8; D1, D6, D7, D11,
+"""Property-based fuzzing of every extractor through the plain pipeline (README "Guarantees" 3; D1, D6, D7, D11,
 ADDENDUM 2.1, 2.2, 5.2, 6.2).
 
 For each extractor, hypothesis generates inputs from the format's grammar and mutates their bytes
@@ -81,14 +81,14 @@ def check_run(root: Path, key: str, report, rebuilt_text: bool = False) -> list:
         assert rec["source"] == key and rec["uid"] == f"{key}:{rec['doc_id']}", rec
         assert "metadata" not in rec or (isinstance(rec["metadata"], dict) and rec["metadata"]), rec
     manifest = report.manifest
-    assert manifest["docs"] == len(records)
+    assert manifest.docs == len(records)
     side_path = out / f"{key}.annotations.jsonl.gz"
     if side_path.exists():
         import gzip
 
         side = strict_lines(gzip.decompress(side_path.read_bytes()))
         assert len(side) == len(records), "sidecar not line-aligned"
-        for rec, ann in zip(records, side):
+        for rec, ann in zip(records, side, strict=True):
             assert (ann["doc_id"], ann["uid"]) == (rec["doc_id"], rec["uid"])
             if len(ann) == 2:
                 continue  # a stub
@@ -101,11 +101,12 @@ def check_run(root: Path, key: str, report, rebuilt_text: bool = False) -> list:
                 assert previous < start <= end < n, ann["sentences"]
                 previous = end
             if rebuilt_text:
-                rebuilt = "\n".join(sentence_text(ann["forms"], ann["space_after"], s, e + 1) for s, e in ann["sentences"])
+                rebuilt = "\n".join(sentence_text(ann["forms"], ann["space_after"], s, e + 1)
+                                    for s, e in ann["sentences"])
                 assert rebuilt == rec["text"], (rebuilt, rec["text"])
     else:
-        assert not manifest["has_sidecar"]
-    drops = manifest["drops"]
+        assert not manifest.has_sidecar
+    drops = manifest.drops
     assert all(re.fullmatch(r"[a-z0-9_]+", k) and isinstance(v, int) and v > 0 for k, v in drops.items()), drops
     named = Counter()
     for warning in report.warnings:
@@ -244,7 +245,8 @@ def _conllu_sentence(text_comments: bool):
     misc = st.sampled_from(["_", "SpaceAfter=No", "X=1|SpaceAfter=No", "SpaceAfter=Nope", "SpaceAfter=No|Y=2"])
     col = st.one_of(WORD, st.just("_"))
     token = st.tuples(WORD, col, col, col, misc)
-    comment = st.one_of(st.builds(lambda w: f"# newdoc id = {w}", WORD), st.builds(lambda a, b: f"# sent_id = {a}.{b}", WORD, WORD),
+    comment = st.one_of(st.builds(lambda w: f"# newdoc id = {w}", WORD),
+                        st.builds(lambda a, b: f"# sent_id = {a}.{b}", WORD, WORD),
                         st.just("# newdoc"), st.just("# comment"))
     if text_comments:
         comment = st.one_of(comment, st.builds(lambda w: f"# text = {w}", WORD))
@@ -282,7 +284,8 @@ def _tei_token():
 def _tei_tokens(tokens) -> str:
     out = []
     for kind, form, join, lemma, msd in tokens:
-        attrs = "".join(f' {k}="{_xml(v)}"' for k, v in (("join", join), ("lemma", lemma), ("msd", msd)) if v is not None)
+        attrs = "".join(f' {k}="{_xml(v)}"' for k, v in (("join", join), ("lemma", lemma), ("msd", msd))
+                        if v is not None)
         tag = "pc" if kind == "pc" else "w"
         el = f"<{tag}{attrs}>{_xml(form)}</{tag}>"
         out.append(f"<name>{el}</name>" if kind == "w_name" else el)
@@ -298,14 +301,16 @@ def tei_files() -> st.SearchStrategy:
                            + "".join(f"<s>{_tei_tokens(t)}</s>" for t in ss) + "</seg></u>" for i, ss in us))
     plain = st.lists(st.tuples(st.one_of(st.none(), st.from_regex(r"[a-z][a-z0-9]{0,5}", fullmatch=True)),
                                st.lists(WORD, max_size=4)), max_size=4).map(
-        lambda ps: "".join(f'<p{f" xml:id={chr(34)}{i}{chr(34)}" if i else ""}>{_xml(" ".join(ws))}</p>' for i, ws in ps))
+        lambda ps: "".join(f'<p{f" xml:id={chr(34)}{i}{chr(34)}" if i else ""}>{_xml(" ".join(ws))}</p>'
+                           for i, ws in ps))
     body = st.one_of(per_file, utterances, plain).map(
         lambda b: f'<?xml version="1.0" encoding="UTF-8"?>\n<TEI {NS}><text><body>{b}</body></text></TEI>\n'.encode())
     return st.dictionaries(st.sampled_from(["a.xml", "b.xml", "d/c.xml"]), body, min_size=1, max_size=3)
 
 
 def macocu_files() -> st.SearchStrategy:
-    attrs = st.dictionaries(st.sampled_from(["id", "title", "url", "lm_score", "crawl_date", "other"]), WORD, max_size=4)
+    attrs = st.dictionaries(st.sampled_from(["id", "title", "url", "lm_score", "crawl_date", "other"]), WORD,
+                            max_size=4)
     doc = st.tuples(attrs, st.lists(st.lists(WORD, max_size=4), max_size=3)).map(
         lambda t: "<doc" + "".join(f' {k}="{_xml(v)}"' for k, v in t[0].items()) + ">"
                   + "".join(f"<p>{_xml(' '.join(ws))}</p>" for ws in t[1]) + "</doc>")
@@ -414,7 +419,8 @@ HF_ROWS = st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=10), ODD_TEXT
 
 def hf_fuzz(examples: int, long_seed: int | None) -> None:
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["datasets", "pyarrow", "slm4ie_assets.pipeline", "slm4ie_assets.extractors.huggingface"])
+    ctx.set_forkserver_preload(["datasets", "pyarrow", "slm4ie_assets.pipeline",
+                                "slm4ie_assets.extractors.huggingface"])
 
     @settings(max_examples=examples, derandomize=long_seed is None, **FUZZ_SETTINGS)
     @given(rows=HF_ROWS, as_dict=st.booleans(), ops=st.lists(MUTATION, max_size=3))

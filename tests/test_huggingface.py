@@ -15,10 +15,9 @@ import yaml
 datasets = pytest.importorskip("datasets")
 from datasets import Dataset, DatasetDict, Features, Sequence, Value  # noqa: E402
 
+from conftest import Result, extract_raw, ordered  # noqa: E402
 from slm4ie_assets.extractors.base import ExtractContext, InputFile  # noqa: E402
 from slm4ie_assets.extractors.huggingface import BATCH_ROWS, HuggingfaceExtractor  # noqa: E402
-
-from conftest import Result, extract_raw, ordered  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -304,7 +303,7 @@ def test_list_inputs_is_one_input_per_immediate_subdirectory_sorted(tmp_path):
         (tmp_path / name).mkdir()
     (tmp_path / "file.arrow").write_text("x")
     (tmp_path / "link").symlink_to(tmp_path / "sl", target_is_directory=True)
-    inputs = HuggingfaceExtractor().list_inputs(tmp_path)
+    inputs = HuggingfaceExtractor().list_inputs(tmp_path).files
     assert [f.rel for f in inputs] == [".hidden", "Hr", "a b", "link", "sl"]
     assert inputs[-1].path == tmp_path / "sl"
 
@@ -319,7 +318,7 @@ def test_fingerprint_is_total_size_then_a_digest_of_names_sizes_and_mtimes(tmp_p
     f = InputFile(cfg, "sl")
     total = sum(p.stat().st_size for p in cfg.rglob("*") if p.is_file())
     first = ex.fingerprint_of(f)
-    assert first.split(":", 1)[0] == str(total)
+    assert str(first).split(":", 1)[0] == str(total) and first.size == total
     assert ex.fingerprint_of(f) == first
 
     arrow = next(cfg.glob("*.arrow"))
@@ -331,7 +330,7 @@ def test_fingerprint_is_total_size_then_a_digest_of_names_sizes_and_mtimes(tmp_p
     os.utime(arrow, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert ex.fingerprint_of(f) != first
     (cfg / "extra.txt").write_text("x")
-    assert ex.fingerprint_of(f).split(":", 1)[0] == str(total + 1)
+    assert str(ex.fingerprint_of(f)).split(":", 1)[0] == str(total + 1) and ex.fingerprint_of(f).size == total + 1
 
 
 def test_each_config_dir_is_one_shard_and_two_workers_publish_the_same_bytes(tmp_path):

@@ -29,7 +29,8 @@ def test_other_top_level_skips_file_with_warning(corpus):
 
 
 def test_decode_error_skips_whole_file_with_warning(corpus):
-    r = corpus.run("d", "json", {"a.json": '[{"doc_id":"x","text":"t"}', "b.json": "", "c.json": '[{"doc_id":"y","text":"t"}]'})
+    r = corpus.run("d", "json",
+                   {"a.json": '[{"doc_id":"x","text":"t"}', "b.json": "", "c.json": '[{"doc_id":"y","text":"t"}]'})
     assert r.ids == ["y"]
     assert r.drops == {"malformed_json": 2}
 
@@ -61,7 +62,8 @@ def test_d7_falsy_and_non_string_text_skipped_and_counted(corpus):
 
 
 def test_paragraphs_excluded_and_never_parsed(corpus):
-    data = [{"doc_id": "x", "text": "t", "paragraphs": [{"sentences": [{"tokens": [{"form": "t"}]}]}], "conll": "c", "k": 1}]
+    data = [{"doc_id": "x", "text": "t", "paragraphs": [{"sentences": [{"tokens": [{"form": "t"}]}]}], "conll": "c",
+             "k": 1}]
     r = corpus.run("d", "json", {"a.json": json.dumps(data)})
     assert r.lines[0]["metadata"] == {"k": 1}
     assert r.sidecar is None
@@ -69,7 +71,8 @@ def test_paragraphs_excluded_and_never_parsed(corpus):
 
 def test_knobs_shared_with_jsonl(corpus):
     data = [{"id": "a", "body": "t", "x": 1, "y": None, "z": 2}]
-    r = corpus.run("d", "json", {"a.json": json.dumps(data)}, metadata={"text_field": "body", "id_field": "id", "metadata_fields": ["z", "y", "x"]})
+    r = corpus.run("d", "json", {"a.json": json.dumps(data)},
+                   metadata={"text_field": "body", "id_field": "id", "metadata_fields": ["z", "y", "x"]})
     assert r.ids == ["a"] and r.lines[0]["metadata"] == {"z": 2, "x": 1}
 
 

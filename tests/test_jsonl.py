@@ -28,7 +28,8 @@ def test_field_mapping_knobs_slovenian_news(corpus):
     rec = {"uri": "n1", "body": "Novica.", "url": "u", "title": "T", "dateTime": "2024-01-01", "source": "sta",
            "lang": "slv"}
     r = corpus.run("news", "jsonl", {"w.jsonl": lines(rec)},
-                   metadata={"text_field": "body", "id_field": "uri", "metadata_fields": ["url", "title", "dateTime", "source"]})
+                   metadata={"text_field": "body", "id_field": "uri",
+                             "metadata_fields": ["url", "title", "dateTime", "source"]})
     assert r.lines[0]["doc_id"] == "n1"
     assert r.lines[0]["metadata"] == {"url": "u", "title": "T", "dateTime": "2024-01-01", "source": "sta"}
 
@@ -43,14 +44,16 @@ def test_exclude_mode_keeps_every_other_field_in_record_order_dropping_structura
 
 def test_whitelist_mode_in_list_order_may_reinclude_text_and_id(corpus):
     rec = {"doc_id": "a", "text": "t", "b": 2, "a": 1, "n": None}
-    r = corpus.run("d", "jsonl", {"a.jsonl": lines(rec)}, metadata={"metadata_fields": ["a", "n", "missing", "b", "a", "text"]})
+    r = corpus.run("d", "jsonl", {"a.jsonl": lines(rec)},
+                   metadata={"metadata_fields": ["a", "n", "missing", "b", "a", "text"]})
     assert r.lines[0]["metadata"] == {"a": 1, "b": 2, "text": "t"}
     assert list(r.lines[0]["metadata"]) == ["a", "b", "text"]
 
 
 def test_annotations_only_from_paragraphs_and_stubs_keep_alignment(corpus):
-    r = corpus.run("d", "jsonl", {"a.jsonl": lines({"doc_id": "s1", "text": "brez"}, {"doc_id": "r1", "text": "z", **PARAS},
-                                                   {"doc_id": "s2", "text": "brez", "paragraphs": []})})
+    data = lines({"doc_id": "s1", "text": "brez"}, {"doc_id": "r1", "text": "z", **PARAS},
+                 {"doc_id": "s2", "text": "brez", "paragraphs": []})
+    r = corpus.run("d", "jsonl", {"a.jsonl": data})
     assert [x["doc_id"] for x in r.sidecar] == ["s1", "r1", "s2"]
     assert r.sidecar[0] == {"doc_id": "s1", "uid": "d:s1"}
     assert r.sidecar[2] == {"doc_id": "s2", "uid": "d:s2"}
@@ -58,20 +61,23 @@ def test_annotations_only_from_paragraphs_and_stubs_keep_alignment(corpus):
 
 
 def test_no_annotations_anywhere_means_no_sidecar(corpus):
-    r = corpus.run("d", "jsonl", {"a.jsonl": lines({"doc_id": "s1", "text": "brez"}, {"text": "x", "paragraphs": [{"sentences": []}]})})
+    data = lines({"doc_id": "s1", "text": "brez"}, {"text": "x", "paragraphs": [{"sentences": []}]})
+    r = corpus.run("d", "jsonl", {"a.jsonl": data})
     assert r.sidecar is None
     assert not (r.out / "d.annotations.jsonl.gz").exists()
 
 
 def test_missing_levels_read_as_empty_and_empty_sentence_gets_no_span(corpus):
-    paras = [{"sentences": [{"tokens": []}, {"tokens": [{"form": "a"}]}, {}]}, {}, {"sentences": [{"tokens": [{"form": "b"}, {"form": "c"}]}]}]
+    paras = [{"sentences": [{"tokens": []}, {"tokens": [{"form": "a"}]}, {}]}, {},
+             {"sentences": [{"tokens": [{"form": "b"}, {"form": "c"}]}]}]
     r = corpus.run("d", "jsonl", {"a.jsonl": lines({"doc_id": "x", "text": "a b c", "paragraphs": paras})})
     assert r.sidecar[0]["sentences"] == [[0, 0], [1, 2]]
     assert r.sidecar[0]["lemmas"] == [None, None, None]
 
 
 def test_token_values_copied_as_is_and_text_never_rebuilt(corpus):
-    paras = [{"sentences": [{"tokens": [{"form": "a", "lemma": 5, "upos": ["X"], "feats": {"k": 1}, "misc": "SpaceAfter=No"}]}]}]
+    paras = [{"sentences": [{"tokens": [{"form": "a", "lemma": 5, "upos": ["X"], "feats": {"k": 1},
+                                         "misc": "SpaceAfter=No"}]}]}]
     r = corpus.run("d", "jsonl", {"a.jsonl": lines({"doc_id": "x", "text": "original text", "paragraphs": paras})})
     assert r.texts == ["original text"]
     assert r.sidecar[0]["lemmas"] == [5] and r.sidecar[0]["upos"] == [["X"]] and r.sidecar[0]["feats"] == [{"k": 1}]
@@ -81,12 +87,14 @@ def test_token_values_copied_as_is_and_text_never_rebuilt(corpus):
 def test_d10_only_false_means_no_space(corpus):
     toks = [{"form": "a", "space_after": False}, {"form": "b", "space_after": None}, {"form": "c", "space_after": 0},
             {"form": "d", "space_after": "no"}, {"form": "e"}, {"form": "f", "space_after": True}]
-    r = corpus.run("d", "jsonl", {"a.jsonl": lines({"doc_id": "x", "text": "t", "paragraphs": [{"sentences": [{"tokens": toks}]}]})})
+    r = corpus.run("d", "jsonl",
+                   {"a.jsonl": lines({"doc_id": "x", "text": "t", "paragraphs": [{"sentences": [{"tokens": toks}]}]})})
     assert r.sidecar[0]["space_after"] == [False, True, True, True, True, True]
 
 
 def test_blank_lines_skipped_silently_malformed_lines_warn_with_line_number(corpus):
-    r = corpus.run("d", "jsonl", {"a.jsonl": "\n   \n" + lines({"doc_id": "a", "text": "ena"}) + "{broken\n\t\n" + lines({"doc_id": "b", "text": "dva"})})
+    data = "\n   \n" + lines({"doc_id": "a", "text": "ena"}) + "{broken\n\t\n" + lines({"doc_id": "b", "text": "dva"})
+    r = corpus.run("d", "jsonl", {"a.jsonl": data})
     assert r.ids == ["a", "b"]
     assert r.drops == {"malformed_json": 1}
     assert any("d/a.jsonl:4" in w and "malformed" in w for w in r.warnings)
@@ -100,7 +108,8 @@ def test_d6_non_object_record_skipped_with_warning_not_fatal(corpus):
 
 def test_d7_text_must_be_a_non_blank_string(corpus):
     recs = [{"doc_id": "1", "text": 5}, {"doc_id": "2", "text": ["l"]}, {"doc_id": "3", "text": "   "},
-            {"doc_id": "4"}, {"doc_id": "5", "text": None}, {"doc_id": "6", "text": ""}, {"doc_id": "7", "text": "  ok "}]
+            {"doc_id": "4"}, {"doc_id": "5", "text": None}, {"doc_id": "6", "text": ""},
+            {"doc_id": "7", "text": "  ok "}]
     r = corpus.run("d", "jsonl", {"a.jsonl": lines(*recs)})
     assert r.lines[0]["text"] == "  ok "  # kept unstripped
     assert r.ids == ["7"]
@@ -129,7 +138,8 @@ def test_d8_bom_on_first_line_removed(corpus):
 
 
 def test_universal_newlines_and_crlf(corpus):
-    r = corpus.run("d", "jsonl", {"a.jsonl": '{"doc_id":"a","text":"x"}\r\n{"doc_id":"b","text":"y"}\r{"doc_id":"c","text":"z"}'})
+    r = corpus.run("d", "jsonl",
+                   {"a.jsonl": '{"doc_id":"a","text":"x"}\r\n{"doc_id":"b","text":"y"}\r{"doc_id":"c","text":"z"}'})
     assert r.ids == ["a", "b", "c"]
 
 
@@ -142,7 +152,8 @@ def test_missing_form_drops_the_document_with_a_warning(corpus):
 
 
 def test_d1_nan_infinity_become_null_and_big_integers_keep_precision(corpus):
-    r = corpus.run("d", "jsonl", {"a.jsonl": '{"doc_id":"a","text":"x","n":NaN,"i":-Infinity,"big":123456789012345678901234567890,"f":1E2,"g":0.10,"h":-0.0}\n'})
+    r = corpus.run("d", "jsonl", {"a.jsonl": '{"doc_id":"a","text":"x","n":NaN,"i":-Infinity,'
+                                              '"big":123456789012345678901234567890,"f":1E2,"g":0.10,"h":-0.0}\n'})
     md = r.lines[0]["metadata"]
     assert md["n"] is None and md["i"] is None  # S10: the key stays, as null
     assert md["big"] == 123456789012345678901234567890
@@ -154,7 +165,7 @@ def test_d1_nan_infinity_become_null_and_big_integers_keep_precision(corpus):
 def test_d1_lone_surrogate_becomes_replacement_char_and_is_counted(corpus):
     r = corpus.run("d", "jsonl", {"a.jsonl": '{"doc_id":"a","text":"x \\ud800 y"}\n{"doc_id":"b","text":"ok"}\n'})
     assert r.texts == ["x \ufffd y", "ok"]
-    assert r.manifest["repairs"] == {"lone_surrogate": 1}
+    assert r.manifest.repairs == {"lone_surrogate": 1}
     assert any("lone_surrogate" in w for w in r.warnings)
 
 

@@ -8,10 +8,9 @@ from pathlib import Path
 
 from lxml import etree
 
+from conftest import Result, extract_raw, ordered
 from slm4ie_assets.extractors.base import ExtractContext, InputFile
 from slm4ie_assets.extractors.macocu import DOC_METADATA_KEYS, MacocuExtractor, _release
-
-from conftest import Result, extract_raw, ordered
 
 SEED_EXAMPLE = """<corpus id="MaCoCu-sl-2.0">
   <doc id="macocu.sl.1" title="Page One" url="https://example.com/1"
@@ -188,7 +187,7 @@ def test_declared_entities_are_left_out_of_the_text_and_counted_as_in_tei(tmp_pa
 
 
 def test_huge_text_node_and_deep_nesting_get_the_huge_tree_retry_once(tmp_path):
-    """As tei (xml_retry): a text node over libxml2's default 10 MB or nesting over 256 is read on a
+    """As tei (xml.retry): a text node over libxml2's default 10 MB or nesting over 256 is read on a
     huge_tree retry, with each document and drop delivered once; nesting over 2048 stays refused."""
     big = "beseda " * 1_600_000  # 11.2 MB in one text node
     mid = "<hi>" * 600 + "y" + "</hi>" * 600
@@ -205,12 +204,12 @@ def test_huge_text_node_and_deep_nesting_get_the_huge_tree_retry_once(tmp_path):
 
 
 def test_entity_amplification_is_refused_and_never_retried(tmp_path, monkeypatch):
-    from slm4ie_assets.extractors import xml_retry
+    from slm4ie_assets.extractors.xml import retry as xml_retry
 
     calls = []
     real = xml_retry.is_resource_limit
     monkeypatch.setattr(xml_retry, "is_resource_limit", lambda *a: calls.append(a) or real(*a))
-    lol = '<!ENTITY l0 "lol">' + "".join(f'<!ENTITY l{i} "{("&l%d;" % (i - 1)) * 10}">' for i in range(1, 10))
+    lol = '<!ENTITY l0 "lol">' + "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
     r = extract(tmp_path, {"a.xml": corpus('<doc id="k1"><p>a</p></doc>', '<doc id="k2"><p>&l9;</p></doc>',
                                            head=f"<!DOCTYPE corpus [{lol}]>\n")})
     assert r.ids == ["k1"] and r.drops == {"xml_syntax_error": 1} and "amplification" in r.warnings[0]

@@ -100,7 +100,7 @@ def test_group_size_is_a_power_of_two_that_changes_only_when_the_count_doubles()
 def test_one_file_per_shard_up_to_the_threshold(tmp_path):
     _tree(tmp_path, [f"d{i:03d}.txt" for i in range(50)] + ["sub/a.txt"])
     shards = _plan(tmp_path, 51)
-    assert [s.key for s in shards] == ["d%03d.txt" % i for i in range(50)] + ["sub/a.txt"]
+    assert [s.key for s in shards] == [f"d{i:03d}.txt" for i in range(50)] + ["sub/a.txt"]
     assert all(len(s.files) == 1 for s in shards)
 
 
@@ -151,6 +151,26 @@ def test_touching_a_file_changes_only_its_group_fingerprint(tmp_path):
     assert len([k for k in after if after[k] != before[k]]) == 1
 
 
+def test_persisted_fingerprints_keep_their_string_form_so_existing_parts_stay_current(tmp_path):
+    """Part metas and manifests hold `Shard.fingerprint` as text: `<size>:<mtime_ns>` for one file,
+    `g<n>:` + sha1 over `rel NUL fingerprint LF` for a group. A typed Fingerprint must not change it."""
+    import hashlib
+
+    files = _tree(tmp_path, [f"doc{i:05d}.txt" for i in range(2500)])
+    fp = TextExtractor().fingerprint_of(files[0])
+    st = files[0].path.stat()
+    assert (fp.size, str(fp)) == (st.st_size, f"{st.st_size}:{st.st_mtime_ns}")
+    [single] = plan_shards(TextExtractor(), files[:1])
+    assert (single.fingerprint, single.size) == (f"{st.st_size}:{st.st_mtime_ns}", st.st_size)
+    for shard in _plan(tmp_path, 1000):
+        h = hashlib.sha1()
+        for f in shard.files:
+            fst = f.path.stat()
+            h.update(f"{f.rel}\0{fst.st_size}:{fst.st_mtime_ns}\n".encode())
+        assert shard.fingerprint == f"g{len(shard.files)}:{h.hexdigest()[:20]}"
+        assert shard.size == sum(f.path.stat().st_size for f in shard.files)
+
+
 # ----------------------------------------------------------------------------- output independence
 
 
@@ -179,7 +199,7 @@ def test_d2_output_bytes_do_not_depend_on_the_grouping(tmp_path):
         outs[threshold] = ((root / "out" / "web.jsonl").read_bytes(),
                            gzip.decompress((root / "out" / "web.annotations.jsonl.gz").read_bytes()), report)
     grouped, single = outs[1], outs[1000]
-    assert len(grouped[2].manifest["shards"]) < 41 == len(single[2].manifest["shards"])
+    assert len(grouped[2].manifest.shards) < 41 == len(single[2].manifest.shards)
     assert grouped[0] == single[0] and grouped[0].count(b"\n") == 40 * 3 + 6 + 1
     assert grouped[1] == single[1]
 

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.extractors import tei_pass
 from slm4ie_assets.extractors.base import DropLedger, ExtractContext, InputFile, discover
-from slm4ie_assets.extractors.tei import TeiExtractor
-from slm4ie_assets.extractors.tei_annotated import AnnotatedPass
-from slm4ie_assets.extractors.tei_plain import PlainPass
-from slm4ie_assets.extractors.tei_tokens import DocTokens, SentenceReader
+from slm4ie_assets.extractors.tei import streaming
+from slm4ie_assets.extractors.tei.annotated import AnnotatedPass
+from slm4ie_assets.extractors.tei.extractor import TeiExtractor
+from slm4ie_assets.extractors.tei.plain import PlainPass
+from slm4ie_assets.extractors.tei.tokens import DocTokens, SentenceReader
 from slm4ie_assets.pipeline import extract_and_publish, plan_dataset
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -37,7 +37,8 @@ def w(form, lemma=None, msd=None, join=None, **attrs) -> str:
 
 
 def pc(form, join=None) -> str:
-    return f"<pc{' join=%s' % repr(join).replace(chr(39), chr(34)) if join else ''}>{form}</pc>"
+    attr = " join=" + repr(join).replace(chr(39), chr(34)) if join else ""
+    return f"<pc{attr}>{form}</pc>"
 
 
 class Extracted:
@@ -133,7 +134,7 @@ def test_plain_path_pipeline_ids_fall_back_to_rel_stem_and_position_d3(corpus):
 
 
 def test_d4_blank_or_non_name_xml_id_is_read_not_rejected(corpus):
-    """The parser does not enforce xml:id syntax (tei_names.parser_options), so nothing is cut off:
+    """The parser does not enforce xml:id syntax (xml.parser.parser_options), so nothing is cut off:
     a blank xml:id is a missing id (D4, S2) and gets the D3 fallback; another one is kept as it is."""
     r = corpus.run("t", "tei", {"f.xml": tei('<p xml:id="">a</p><p xml:id="  ">b</p><p xml:id="1.2">c</p>')})
     assert r.ids == ["f:000000", "f:000001", "1.2"] and r.drops == {}
@@ -383,10 +384,14 @@ def test_d3_d4_utterance_without_id_gets_the_writer_fallback(corpus):
 
 
 def test_tei_corpus_yields_the_documents_of_every_tei(tmp_path):
-    part = lambda uid: f'<TEI><teiHeader/><text><body><u xml:id="{uid}"><s>{w(uid)}</s></u></body></text></TEI>'
+    def part(uid):
+        return f'<TEI><teiHeader/><text><body><u xml:id="{uid}"><s>{w(uid)}</s></u></body></text></TEI>'
+
     r = extract(tmp_path, f"<teiCorpus {NS}><teiHeader/>{part('a')}{part('b')}</teiCorpus>")
     assert r.ids == ["a", "b"]
-    pf = lambda t: f'<TEI><teiHeader/><text><body><p><s>{w(t)}</s></p></body></text></TEI>'
+    def pf(t):
+        return f'<TEI><teiHeader/><text><body><p><s>{w(t)}</s></p></body></text></TEI>'
+
     r = extract(tmp_path, f"<teiCorpus {NS}><teiHeader/>{pf('a')}{pf('b')}</teiCorpus>", name="c.xml")
     assert r.ids == ["c"] and r.texts == ["a\nb"]
 
@@ -502,7 +507,7 @@ def test_d6_empty_or_broken_files_are_counted(tmp_path, content):
 def test_d6_each_files_error_comes_from_its_own_parse(tmp_path):
     """An empty file's warning is about that file, not the errors lxml's thread-global log still
     holds from the file read before it (here an entity bomb)."""
-    lol = '<!ENTITY l0 "lol">' + "".join(f'<!ENTITY l{i} "{("&l%d;" % (i - 1)) * 10}">' for i in range(1, 10))
+    lol = '<!ENTITY l0 "lol">' + "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
     r = extract(tmp_path, f'<?xml version="1.0"?>\n<!DOCTYPE TEI [{lol}]>\n' + tei("<p>&l9;</p>").split("\n", 1)[1],
                 name="bomb.xml")
     assert "amplification" in r.ledger.warnings[0]
@@ -543,7 +548,7 @@ def test_unexpanded_entity_references_are_counted(tmp_path):
 def test_xxe_external_entity_is_never_read(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET-VALUE")
-    for i, body in enumerate([f"<p>leak: &xxe;</p>", f"<p><s><w>&xxe;</w></s></p>", f"<u><seg>&xxe;</seg></u>"]):
+    for i, body in enumerate(["<p>leak: &xxe;</p>", "<p><s><w>&xxe;</w></s></p>", "<u><seg>&xxe;</seg></u>"]):
         doc = (f'<?xml version="1.0"?>\n<!DOCTYPE TEI [<!ENTITY xxe SYSTEM "file://{secret}">]>\n'
                f"<TEI {NS}><text><body>{body}</body></text></TEI>")
         r = extract(tmp_path, doc, name=f"x{i}.xml")
@@ -576,9 +581,10 @@ def test_billion_laughs_is_refused_quickly_and_counted(tmp_path):
 
 def test_billion_laughs_never_gets_the_huge_tree_retry(tmp_path):
     """huge_tree is for big text nodes and deep nesting only; amplification is never retried."""
-    from slm4ie_assets.extractors.tei_errors import is_resource_limit
+    from slm4ie_assets.extractors.xml.errors import is_resource_limit
     assert is_resource_limit(etree.ErrorTypes.ERR_RESOURCE_LIMIT, "Text node too long, try XML_PARSE_HUGE")
-    assert is_resource_limit(etree.ErrorTypes.ERR_RESOURCE_LIMIT, "Excessive depth in document: 256, use XML_PARSE_HUGE")
+    assert is_resource_limit(etree.ErrorTypes.ERR_RESOURCE_LIMIT,
+                             "Excessive depth in document: 256, use XML_PARSE_HUGE")
     assert not is_resource_limit(etree.ErrorTypes.ERR_RESOURCE_LIMIT,
                                  "Maximum entity amplification factor exceeded, see xmlCtxtSetMaxAmplification.")
     assert not is_resource_limit(etree.ErrorTypes.ERR_TAG_NAME_MISMATCH, "Opening and ending tag mismatch")
@@ -613,10 +619,16 @@ def test_huge_text_node_retry_delivers_each_document_and_drop_once(tmp_path):
 def test_d12_same_documents_same_output_whatever_the_file_size(tmp_path):
     """No size threshold: a small and a large file built from the same documents give identical
     per-document output, on every route."""
-    u = lambda i: (f'<u xml:id="u{i}" who="#s{i % 3}"><seg><s>{w("Dober", "dober", "UPosTag=ADJ", ana="mte:Agpmsn")}'
-                   f'<name>{w(f"Janez{i}", join="right")}</name>{pc("!")}</s></seg></u>')
-    p = lambda i: f'<p xml:id="p{i}">Odstavek <hi>{i}</hi> <choice><sic>x</sic><corr>y</corr></choice>.</p>'
-    seg = lambda i: f'<u xml:id="v{i}" who="#s"><seg>Segment {i}.</seg><note>n</note></u>'
+    def u(i):
+        return (f'<u xml:id="u{i}" who="#s{i % 3}"><seg><s>{w("Dober", "dober", "UPosTag=ADJ", ana="mte:Agpmsn")}'
+                f'<name>{w(f"Janez{i}", join="right")}</name>{pc("!")}</s></seg></u>')
+
+    def p(i):
+        return f'<p xml:id="p{i}">Odstavek <hi>{i}</hi> <choice><sic>x</sic><corr>y</corr></choice>.</p>'
+
+    def seg(i):
+        return f'<u xml:id="v{i}" who="#s"><seg>Segment {i}.</seg><note>n</note></u>'
+
     for make in (u, p, seg):
         small = extract(tmp_path, tei("".join(make(i) for i in range(3))), name="small.xml")
         large = extract(tmp_path, tei("".join(make(i) for i in range(30_000))), name="large.xml")
@@ -675,11 +687,13 @@ def test_d12_the_tree_is_freed_as_documents_are_read(tmp_path):
                 sizes.append(sum(1 for _ in extraction.root.iter()))
     # 80,000 elements in the file; what stays is the path down plus the parser's read-ahead (one
     # chunk of CHUNK bytes, at most CHUNK / 8 elements of this file)
-    assert len(sizes) == 20 and max(sizes) < tei_pass.CHUNK // 8
+    assert len(sizes) == 20 and max(sizes) < streaming.CHUNK // 8
 
 
 def test_utterance_memory_does_not_grow_with_the_file(tmp_path):
-    u = lambda i: f'<note>GOVORNIK {i}:</note><u xml:id="u{i}"><seg><s>{w("a" * 50)}{w("b" * 50)}</s></seg></u>'
+    def u(i):
+        return f'<note>GOVORNIK {i}:</note><u xml:id="u{i}"><seg><s>{w("a" * 50)}{w("b" * 50)}</s></seg></u>'
+
     path = tmp_path / "u.xml"
     path.write_text(utterances(*(u(i) for i in range(10_000))))
     ex = TeiExtractor(None)
@@ -691,5 +705,5 @@ def test_utterance_memory_does_not_grow_with_the_file(tmp_path):
             if n % 1000 == 999:
                 sizes.append(sum(1 for _ in extraction.root.iter()))
     # 60,000 elements in the file; what stays is the path down plus the parser's read-ahead
-    assert len(sizes) == 10 and max(sizes) < tei_pass.CHUNK // 8
+    assert len(sizes) == 10 and max(sizes) < streaming.CHUNK // 8
     assert len(list(ex.extract(InputFile(path, "u.xml"), ctx))) == 10_000

@@ -2,8 +2,7 @@
 
 import pytest
 
-from slm4ie_assets.extractors.tei_morphology import (MorphologyCache, UPOS_TAGS, parse_ana, parse_msd,
-                                                     upos_from_mte)
+from slm4ie_assets.extractors.tei.morphology import UPOS_TAGS, MorphologyCache, parse_ana, parse_msd, upos_from_mte
 
 
 @pytest.mark.parametrize("code, upos", [

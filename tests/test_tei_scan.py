@@ -1,10 +1,16 @@
-"""TEI structure detection: ADDENDUM 6.1 as amended by S7, S8, D19 (tei_scan)."""
+"""TEI structure detection: ADDENDUM 6.1 as amended by S7, S8, D19 (tei/scan.py)."""
 
 import pytest
 
-from slm4ie_assets.extractors import tei_scan
-from slm4ie_assets.extractors.tei_scan import (ANNOTATED, PLAIN, PLAIN_UTTERANCES, ascii_compatible, byte_scan,
-                                               detect_structure)
+from slm4ie_assets.extractors.tei import scan as tei_scan
+from slm4ie_assets.extractors.tei.scan import (
+    ANNOTATED,
+    PLAIN,
+    PLAIN_UTTERANCES,
+    ascii_compatible,
+    byte_scan,
+    detect_structure,
+)
 
 NS = 'xmlns="http://www.tei-c.org/ns/1.0"'
 

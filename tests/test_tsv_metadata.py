@@ -45,7 +45,8 @@ def test_seed_example_oss_config_and_row():
 
 def test_seed_example_lookup(tmp_path):
     (tmp_path / "OSS.CoNLL-U").mkdir()
-    (tmp_path / "OSS.CoNLL-U" / "OSS-metadata.tsv").write_text("id\tcerif\tudc\ttype\n10000\tP000|T270\t502(043)\tDiplomsko delo\n")
+    (tmp_path / "OSS.CoNLL-U" / "OSS-metadata.tsv").write_text(
+        "id\tcerif\tudc\ttype\n10000\tP000|T270\t502(043)\tDiplomsko delo\n")
     config = parse_tsv_config({
         "path": "OSS.CoNLL-U/OSS-metadata.tsv", "key_column": "id", "key_pattern": r"^oss-(\d+)$",
         "fields": {"cerif": "cerif", "udc": "udc", "type": "doctype"}, "splits": {"cerif": "|"}}, WHERE)

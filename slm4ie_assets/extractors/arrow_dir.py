@@ -67,9 +67,12 @@ def load_split(folder: Path) -> ArrowSplit | None:
     files = state.get("_data_files")
     if not isinstance(files, list) or not files:
         return None
-    names = [f.get("filename") if isinstance(f, dict) and set(f) == {"filename"} else None for f in files]
-    if not all(isinstance(n, str) and n and os.sep not in n and n not in (".", "..") for n in names):
-        return None
+    names: list[str] = []
+    for f in files:
+        name = f.get("filename") if isinstance(f, dict) and set(f) == {"filename"} else None
+        if not (isinstance(name, str) and name and os.sep not in name and name not in (".", "..")):
+            return None
+        names.append(name)
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
@@ -100,7 +103,7 @@ def load_folder(folder: Path) -> list[tuple[str | None, ArrowSplit]] | None:
         return None
     if len(set(map(str, manifest["splits"]))) != len(manifest["splits"]):
         return None  # a repeated split name: `datasets` keeps the last one at the first's place
-    out = []
+    out: list[tuple[str | None, ArrowSplit]] = []
     for name in manifest["splits"]:
         if not isinstance(name, str) or not name or os.sep in name or name in (".", ".."):
             return None

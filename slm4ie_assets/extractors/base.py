@@ -9,10 +9,12 @@ import errno
 import os
 import stat
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
+from ..fswalk import walk
 from ..schema import Document
 
 MAX_WARNINGS_KEPT = 100
@@ -87,8 +89,40 @@ class ExtractorError(Exception):
     """A problem that fails the whole dataset (bad config discovered at run start, ...)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """What `Extractor.list_inputs` found: the inputs in ADDENDUM 3.1 order and the entries named
+    like inputs that cannot be read (D6: reported as `unreadable_path`, never silently lost)."""
+
+    files: tuple[InputFile, ...]
+    unreadable: tuple[str, ...] = ()  # "<rel>: <why>; not extracted", relative to raw/<key>/
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """A stat-only change detector of one input. Its string form `<size>:<stamp>` is what part
+    metas, manifests and the sensor's run keys persist, so it must never change for the same stat."""
+
+    size: int  # bytes of the input (a config directory: of all its files); shard sizes add these up
+    stamp: str  # the rest, e.g. the file's mtime in ns or a digest of a directory listing
+
+    def __str__(self) -> str:
+        return f"{self.size}:{self.stamp}"
+
+
 class Extractor:
-    """Base class. Subclasses set `name`/`patterns` and implement `extract`."""
+    """One raw format. The contract, in the order the pipeline uses it:
+
+    - `name` is the key of this class in `registry.EXTRACTORS` (tests/test_registry.py holds them
+      together); `patterns` are the name suffixes `discover` looks for.
+    - `parse_options(raw, where)` validates the dataset's `metadata:` block when the catalog loads.
+    - `list_inputs(root)` -> `Discovery`: the units of extraction and what could not be read.
+    - `fingerprint_of(file)` -> `Fingerprint`, from stat only: planning never reads content.
+    - `prepare(root)` once per extraction pass, then `extract(file, ctx)` per input: a stream of
+      Documents; whatever is skipped goes to `ctx.drop` (D6), nothing else is written anywhere.
+
+    Each pool worker rebuilds the instance from `options` alone, so options must pickle.
+    """
 
     name: ClassVar[str] = ""
     patterns: ClassVar[tuple[str, ...]] = ()  # name suffixes, e.g. (".txt",)
@@ -106,17 +140,21 @@ class Extractor:
     def prepare(self, root: Path) -> None:
         """Run-start checks and lookups that need the raw folder (e.g. a TSV sidecar)."""
 
-    def list_inputs(self, root: Path) -> list[InputFile]:
-        self.unreadable: list[str] = []  # entries named like inputs that cannot be read (D6), for the ledger
-        return discover(root, self.patterns, self.unreadable)
+    def list_inputs(self, root: Path) -> Discovery:
+        """Recursive discovery of `patterns` under `root` (ADDENDUM 3.1). Raises OSError when
+        `root` itself cannot be listed: publishing that as empty would replace good output."""
+        unreadable: list[str] = []
+        files = discover(root, self.patterns, unreadable)
+        return Discovery(tuple(files), tuple(unreadable))
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
+        """The Documents of one input, streamed; never a list of them (memory stays bounded)."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def fingerprint_of(self, file: InputFile) -> str:
+    def fingerprint_of(self, file: InputFile) -> Fingerprint:
         """Cheap change detector from stat only (no content reads)."""
         st = file.path.stat()
-        return f"{st.st_size}:{st.st_mtime_ns}"
+        return Fingerprint(st.st_size, str(st.st_mtime_ns))
 
 
 # ----------------------------------------------------------------------------- discovery
@@ -135,41 +173,37 @@ def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = No
     never silently lost). A raw folder that cannot be listed at all raises: publishing it as empty
     would replace good output with nothing."""
     found: list[InputFile] = []
-    stack = [("", str(root))]
-    while stack:
-        prefix, dirpath = stack.pop()
+
+    def unlistable(folder: str, exc: OSError) -> None:
+        if not folder:
+            raise OSError(exc.errno, f"cannot list the raw folder {root}: {exc.strerror or exc}") from exc
+        if unreadable is not None:
+            unreadable.append(f"{folder}: folder cannot be listed ({exc.strerror or exc}); "
+                              "its files are not extracted")
+
+    for item in walk(root, unlistable):
+        rel, entry = item.rel, item.entry
         try:
-            entries = list(os.scandir(dirpath))
-        except OSError as exc:
-            if not prefix:
-                raise OSError(exc.errno, f"cannot list the raw folder {root}: {exc.strerror or exc}") from exc
-            if unreadable is not None:
-                unreadable.append(f"{prefix[:-1]}: folder cannot be listed ({exc.strerror or exc}); "
-                                  "its files are not extracted")
-            continue
-        for entry in entries:
-            rel = f"{prefix}{entry.name}"
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((rel + "/", entry.path))
-                    continue
-                if not entry.name.endswith(suffixes):
-                    continue
-                if entry.is_file(follow_symlinks=True):
-                    found.append(InputFile(Path(entry.path), rel))
-                    continue
-                mode = os.stat(entry.path).st_mode  # raises for a broken link or a link loop
-            except OSError as exc:
-                if unreadable is not None:
-                    unreadable.append(f"{rel}: {_unreadable_reason(entry, exc)}; not extracted")
+            if item.type_error is not None:  # whether it is a folder could not be told
+                raise item.type_error
+            if not entry.name.endswith(suffixes):
                 continue
-            if not stat.S_ISDIR(mode) and unreadable is not None:
-                unreadable.append(f"{rel}: not a regular file ({_file_kind(mode)}); not extracted")
+            if entry.is_file(follow_symlinks=True):
+                found.append(InputFile(Path(entry.path), rel))
+                continue
+            mode = os.stat(entry.path).st_mode  # raises for a broken link or a link loop
+        except OSError as exc:
+            if unreadable is not None:
+                unreadable.append(f"{rel}: {unreadable_reason(entry, exc)}; not extracted")
+            continue
+        if not stat.S_ISDIR(mode) and unreadable is not None:
+            unreadable.append(f"{rel}: not a regular file ({_file_kind(mode)}); not extracted")
     found.sort(key=lambda f: sort_key(f.rel))
     return found
 
 
-def _unreadable_reason(entry: os.DirEntry, exc: OSError) -> str:
+def unreadable_reason(entry: os.DirEntry, exc: OSError) -> str:
+    """Why a directory entry named like an input cannot be read, for the `unreadable` list (D6)."""
     if entry.is_symlink():
         if exc.errno == errno.ENOENT:
             return "a symbolic link whose target does not exist"
@@ -199,7 +233,7 @@ _INVALID_SEEN = [0]
 _surrogateescape = codecs.lookup_error("surrogateescape")
 
 
-def _escape_and_count(exc: UnicodeDecodeError):
+def _escape_and_count(exc: UnicodeError) -> tuple[str | bytes, int]:
     _INVALID_SEEN[0] += 1
     return _surrogateescape(exc)
 
@@ -210,7 +244,7 @@ codecs.register_error("slm4ie_escape", _escape_and_count)
 def open_text(path: Path):
     """Strict-UTF-8 text with universal newlines, where invalid bytes become escapes that
     `invalid_count()` reports, so the reader can drop just the affected document (D6)."""
-    return open(path, "r", encoding="utf-8", errors="slm4ie_escape", newline=None)
+    return open(path, encoding="utf-8", errors="slm4ie_escape", newline=None)
 
 
 _DECODE_CHUNK = 1 << 22

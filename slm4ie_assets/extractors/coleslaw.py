@@ -8,12 +8,12 @@ several sources loses nothing, and the choice is logged as a warning, never sile
 """
 
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
-from .jsonl import physical_lines
-from .records import loads, probe_id
+from .json_lines import json_objects
+from .records import probe_id
 
 log = logging.getLogger(__name__)
 
@@ -91,24 +91,7 @@ class ColeslawExtractor(Extractor):
             ctx.drop("unreadable_file", file, f"cannot open ({exc.strerror or exc}); file skipped")
             return
         with fh:
-            for lineno, raw in physical_lines(fh):
-                if not raw.strip():
-                    continue
-                try:
-                    record = loads(raw)
-                except UnicodeDecodeError as exc:
-                    ctx.drop("invalid_utf8", file, f"invalid UTF-8 ({exc.reason} at byte {exc.start}); line skipped",
-                             lineno)
-                    continue
-                except ValueError as exc:
-                    if not raw.decode("utf-8", "replace").strip():
-                        continue  # a line of Unicode whitespace only is blank (S4)
-                    ctx.drop("malformed_json", file, f"malformed JSON ({exc}); line skipped", lineno)
-                    continue
-                if not isinstance(record, dict):
-                    ctx.drop("non_object_record", file,
-                             f"a JSON {type(record).__name__}, not an object; line skipped", lineno)
-                    continue
+            for lineno, record in json_objects(fh, file, ctx):
                 sources = text_sources(record)
                 if not sources:
                     ctx.drop("missing_text", file, "no text source (text, fullText, sp_courts or sp_claims fields "

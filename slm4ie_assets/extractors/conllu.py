@@ -10,10 +10,10 @@ keep are plain strided slices, appended to the `Annotations` arrays in bulk. Any
 """
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
-from ..schema import Annotations, Document
+from ..schema import Annotations, Document, sentence_text
 from .base import ExtractContext, InputFile, has_escapes
 from .tsv_metadata import TsvSidecarExtractor
 
@@ -62,13 +62,6 @@ def newdoc_id(line: str) -> str | None:
     return rest[1:] if rest.startswith(" ") else rest
 
 
-def rebuild_text(forms, space_after) -> str:
-    """A sentence from its tokens: each form, then one space unless it is the last token or its
-    MISC says `SpaceAfter=No` (ADDENDUM 5.2)."""
-    text = "".join([f + " " if s else f for f, s in zip(forms, space_after)])
-    return text[:-1] if space_after and space_after[-1] else text
-
-
 # ----------------------------------------------------------------------------- reading
 
 
@@ -111,7 +104,7 @@ def _chunks(path: Path) -> Iterator[tuple[str, bool, bool, int]]:
                 after = cut + 2
             else:
                 last = None
-                for last in _BOUNDARY_BYTES.finditer(data, start):
+                for last in _BOUNDARY_BYTES.finditer(data, start):  # noqa: B007 - the last match is the one kept
                     pass
                 if last is None:
                     carry = data  # no boundary yet: the block goes on
@@ -141,6 +134,76 @@ def _line_of(chunk: tuple, index: int) -> int:
     return first_line + text.count("\n", 0, offset)
 
 
+# ----------------------------------------------------------------------------- blocks
+
+
+def _trim(block: str) -> tuple[int, str]:
+    """Blank lines at the start or the end of a block (only at the edges of a file or chunk):
+    (lines removed from the start, the rest); the rest is "" when nothing but blanks was left."""
+    lead = 0
+    if block[0] in " \t\n":
+        m = _LEADING_BLANK.match(block)
+        if m is not None:
+            lead = block.count("\n", 0, m.end())
+            block = block[m.end():]
+        if not block.strip(" \t"):
+            return lead, ""
+    if block[-1] in " \t\n":
+        m = _TRAILING_BLANK.search(block)
+        if m is not None:
+            block = block[: m.start()]
+    return lead, block
+
+
+def _leading_comments(block: str) -> tuple:
+    """The comment lines opening a block (ADDENDUM 5.2, 5.3; S5): (offset of the first token row,
+    comment lines read, the `# text = ` value, (index, line) of the first newdoc marker, (index,
+    value) of the first `# sent_id = `); None for what is absent."""
+    pos = k = 0
+    text = newdoc = sent = None
+    may_newdoc = "newdoc" in block
+    while block.startswith("#", pos):
+        nl = block.find("\n", pos)
+        if nl < 0:
+            nl = len(block)
+        if block.startswith(_TEXT, pos):
+            text = block[pos + 9: nl]
+        elif may_newdoc and newdoc is None and _NEWDOC.match(block, pos, nl):
+            newdoc = (k, block[pos:nl])
+        elif sent is None and block.startswith(_SENT_ID, pos):
+            sent = (k, block[pos + 12: nl])
+        pos = nl + 1
+        k += 1
+    return pos, k, text, newdoc, sent
+
+
+def _rows(region: str, first_line: int, text: str | None, file: InputFile,
+          ctx: ExtractContext) -> tuple[tuple | None, str | None]:
+    """Row by row: rows of at least 10 fields (fields beyond the 10th ignored); multiword
+    tokens and empty nodes skipped silently; a `# text = ` after the tokens still counts
+    (ADDENDUM 5.1, 5.2); short rows counted (D6). Returns the five kept columns (None when
+    no token row is left) and the sentence's `# text` value."""
+    rows = []
+    for n, line in enumerate(region.split("\n")):
+        if line.startswith("#"):
+            if line.startswith(_TEXT):
+                text = line[9:]
+            continue
+        fields = line.split("\t")
+        if len(fields) < 10:
+            ctx.drop("malformed_row", file, f"{len(fields)} tab-separated field(s), expected 10; row skipped",
+                     first_line + n)
+            continue
+        tid = fields[0]
+        if "-" in tid or "." in tid:
+            continue  # multiword token (1-2) or empty node (1.1): legitimate CoNLL-U
+        rows.append(fields)
+    if not rows:
+        return None, text
+    cols = list(zip(*rows, strict=False))  # rows may hold more than ten fields
+    return (cols[1], cols[2], cols[3], cols[5], cols[9]), text
+
+
 # ----------------------------------------------------------------------------- documents
 
 
@@ -156,6 +219,97 @@ class _Doc:
         self.bad_id_line: int | None = None  # where an id with invalid UTF-8 came from
 
 
+class _FileReader:
+    """The documents of one file, block by block: where a document ends (newdoc markers, the
+    sent_id heuristic) and what each sentence adds to it. The caller yields what `boundary`
+    returns before it calls `sentence`, so every drop keeps its place among the documents."""
+
+    def __init__(self, space_of, file: InputFile, ctx: ExtractContext, meta: dict):
+        self.space_of = space_of
+        self.file, self.ctx, self.meta = file, ctx, meta
+        self.stem = file.stem
+        self.doc = _Doc(_NOT_SET)
+        self.newdoc_seen = False
+
+    def boundary(self, comments: tuple, bad_here: bool, where: tuple, bi: int, lead: int) -> Document | None:
+        """Apply a block's newdoc marker or sent_id (ADDENDUM 5.3, S5); the finished document, if any."""
+        newdoc, sent = comments[3], comments[4]
+        out = None
+        if newdoc is not None:
+            if self.doc.ann.forms:
+                out = self.finish()
+            doc = self.doc = _Doc(newdoc_id(newdoc[1]))
+            self.newdoc_seen = True  # S5: any newdoc switches the sent_id heuristic off
+            if bad_here and doc.id is not None and has_escapes(doc.id):
+                doc.bad_id_line = _line_of(where, bi) + lead + newdoc[0]
+        elif sent is not None and not self.newdoc_seen:
+            value = sent[1]
+            dot = value.find(".")
+            if dot >= 0:
+                prefix = value[:dot]
+                if self.doc.id is _NOT_SET:
+                    self.doc.id = prefix  # Q10b: the sentences already seen join this document
+                elif prefix != self.doc.id:
+                    if self.doc.ann.forms:
+                        out = self.finish()
+                    self.doc = _Doc(prefix)
+                if bad_here and has_escapes(prefix):
+                    self.doc.bad_id_line = _line_of(where, bi) + lead + sent[0]
+        return out
+
+    def sentence(self, block: str, pos: int, k: int, text: str | None, bad_here: bool, where: tuple, bi: int,
+                 lead: int) -> None:
+        """Add the token rows of `block` from `pos` (after `k` comment lines) on: one split for the
+        whole sentence when every row has ten fields, row by row otherwise (`_rows`). `lead`: blank
+        lines trimmed from the start of the block, for line numbers."""
+        if bad_here:
+            n = next(n for n, line in enumerate(block.split("\n")) if has_escapes(line))
+            self.ctx.drop("invalid_utf8", self.file, "invalid UTF-8 bytes; sentence skipped",
+                          _line_of(where, bi) + lead + n)
+            return
+        # Token rows, split at once: each line end becomes a field of its own, so with
+        # exactly ten fields per row every 11th element is "\n".
+        region = block[pos:] if pos else block
+        nrows = region.count("\n") + 1
+        f = region.replace("\n", "\t\n\t").split("\t")
+        ids = "".join(f[0::11])
+        if (len(f) != 11 * nrows - 1 or f[10::11].count("\n") != nrows - 1 or "\n#" in region
+                or "-" in ids or "." in ids):
+            cols, text = _rows(region, _line_of(where, bi) + lead + k, text, self.file, self.ctx)
+            if cols is None:
+                return
+            forms, lemmas, upos, feats, misc = cols
+        else:
+            forms, lemmas, upos, feats, misc = f[1::11], f[2::11], f[3::11], f[5::11], f[9::11]
+        ann = self.doc.ann
+        start = len(ann.forms)
+        space = list(map(self.space_of, misc))
+        ann.forms.extend(forms)
+        ann.lemmas.extend(_nulled(lemmas))
+        ann.upos.extend(_nulled(upos))
+        ann.feats.extend(_nulled(feats))
+        ann.space_after.extend(space)
+        ann.sentences.append([start, start + len(forms) - 1])
+        self.doc.texts.append(text if text else sentence_text(forms, space))
+
+    def finish(self) -> Document | None:
+        """The Document for the one collected. D4: a blank id counts as missing (None), so the
+        writer applies the D3 fallback. An id holding invalid UTF-8 drops the document (D6)."""
+        doc = self.doc
+        if doc.bad_id_line is not None:
+            self.ctx.drop("invalid_utf8", self.file, "invalid UTF-8 bytes in the document id; document skipped",
+                          doc.bad_id_line)
+            return None
+        doc_id = doc.id
+        if doc_id is _NOT_SET:
+            doc_id = self.stem
+        elif doc_id is not None and not doc_id.strip():
+            doc_id = None
+        meta = self.meta
+        fresh = {k: (list(v) if isinstance(v, list) else v) for k, v in meta.items()} if meta else {}
+        return Document("\n".join(doc.texts), doc_id, fresh, doc.ann)
+
+
 class ConlluExtractor(TsvSidecarExtractor):
     name = "conllu"
     patterns = (".conllu", ".conll")
@@ -165,12 +319,7 @@ class ConlluExtractor(TsvSidecarExtractor):
         self._space = _SpaceAfter()
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
-        meta = self.tsv_row(file, ctx)
-        stem = file.stem
-        space_of = self._space.__getitem__
-        newdoc_seen = False
-        doc = _Doc(_NOT_SET)
-
+        reader = _FileReader(self._space.__getitem__, file, ctx, self.tsv_row(file, ctx))
         for text_chunk, bad, spaced, chunk_line in _chunks(file.path):
             blocks, seps = _split_blocks(text_chunk, spaced)
             where = (text_chunk, chunk_line, blocks, seps)
@@ -178,141 +327,24 @@ class ConlluExtractor(TsvSidecarExtractor):
                 if not block:
                     continue
                 lead = 0  # blank lines removed from the start of the block
-                if block[0] in " \t\n":
-                    m = _LEADING_BLANK.match(block)  # only at the start of a file or chunk
-                    if m is not None:
-                        lead = block.count("\n", 0, m.end())
-                        block = block[m.end():]
-                    if not block.strip(" \t"):
+                if block[0] in " \t\n" or block[-1] in " \t\n":
+                    lead, block = _trim(block)
+                    if not block:
                         continue
-                if block[-1] in " \t\n":
-                    m = _TRAILING_BLANK.search(block)  # only at the end of the file
-                    if m is not None:
-                        block = block[: m.start()]
-
-                # leading comments: boundary markers and `# text = ` (ADDENDUM 5.2, 5.3; S5)
-                pos = 0
-                k = 0
-                text = newdoc = sent = None
-                if block[0] == "#":
-                    may_newdoc = "newdoc" in block
-                    while block.startswith("#", pos):
-                        nl = block.find("\n", pos)
-                        if nl < 0:
-                            nl = len(block)
-                        if block.startswith(_TEXT, pos):
-                            text = block[pos + 9: nl]
-                        elif may_newdoc and newdoc is None and _NEWDOC.match(block, pos, nl):
-                            newdoc = (k, block[pos:nl])
-                        elif sent is None and block.startswith(_SENT_ID, pos):
-                            sent = (k, block[pos + 12: nl])
-                        pos = nl + 1
-                        k += 1
-
                 bad_here = bad and has_escapes(block)
-                if newdoc is not None:
-                    if doc.ann.forms:
-                        out = self._finish(doc, stem, meta, file, ctx)
+                if block[0] == "#":
+                    comments = _leading_comments(block)
+                    if comments[3] is not None or comments[4] is not None:
+                        out = reader.boundary(comments, bad_here, where, bi, lead)
                         if out is not None:
                             yield out
-                    doc = _Doc(newdoc_id(newdoc[1]))
-                    newdoc_seen = True  # S5: any newdoc switches the sent_id heuristic off
-                    if bad_here and doc.id is not None and has_escapes(doc.id):
-                        doc.bad_id_line = _line_of(where, bi) + lead + newdoc[0]
-                elif sent is not None and not newdoc_seen:
-                    value = sent[1]
-                    dot = value.find(".")
-                    if dot >= 0:
-                        prefix = value[:dot]
-                        if doc.id is _NOT_SET:
-                            doc.id = prefix  # Q10b: the sentences already seen join this document
-                        elif prefix != doc.id:
-                            if doc.ann.forms:
-                                out = self._finish(doc, stem, meta, file, ctx)
-                                if out is not None:
-                                    yield out
-                            doc = _Doc(prefix)
-                        if bad_here and has_escapes(prefix):
-                            doc.bad_id_line = _line_of(where, bi) + lead + sent[0]
-
-                if pos >= len(block):
-                    continue  # a comment-only block adds no sentence
-                if bad_here:
-                    n = next(n for n, line in enumerate(block.split("\n")) if has_escapes(line))
-                    ctx.drop("invalid_utf8", file, "invalid UTF-8 bytes; sentence skipped",
-                             _line_of(where, bi) + lead + n)
-                    continue
-
-                # Token rows, split at once: each line end becomes a field of its own, so with
-                # exactly ten fields per row every 11th element is "\n".
-                region = block[pos:] if pos else block
-                nrows = region.count("\n") + 1
-                f = region.replace("\n", "\t\n\t").split("\t")
-                ids = "".join(f[0::11])
-                if (len(f) != 11 * nrows - 1 or f[10::11].count("\n") != nrows - 1 or "\n#" in region
-                        or "-" in ids or "." in ids):
-                    cols, text = self._rows(region, _line_of(where, bi) + lead + k, text, file, ctx)
-                    if cols is None:
-                        continue
-                    forms, lemmas, upos, feats, misc = cols
+                    pos, k, text = comments[0], comments[1], comments[2]
+                    if pos >= len(block):
+                        continue  # a comment-only block adds no sentence
+                    reader.sentence(block, pos, k, text, bad_here, where, bi, lead)
                 else:
-                    forms, lemmas, upos, feats, misc = f[1::11], f[2::11], f[3::11], f[5::11], f[9::11]
-
-                ann = doc.ann
-                start = len(ann.forms)
-                space = list(map(space_of, misc))
-                ann.forms.extend(forms)
-                ann.lemmas.extend(_nulled(lemmas))
-                ann.upos.extend(_nulled(upos))
-                ann.feats.extend(_nulled(feats))
-                ann.space_after.extend(space)
-                ann.sentences.append([start, start + len(forms) - 1])
-                doc.texts.append(text if text else rebuild_text(forms, space))
-
-        if doc.ann.forms:
-            out = self._finish(doc, stem, meta, file, ctx)
+                    reader.sentence(block, 0, 0, None, bad_here, where, bi, lead)
+        if reader.doc.ann.forms:
+            out = reader.finish()
             if out is not None:
                 yield out
-
-    @staticmethod
-    def _rows(region: str, first_line: int, text: str | None, file: InputFile,
-              ctx: ExtractContext) -> tuple[tuple | None, str | None]:
-        """Row by row: rows of at least 10 fields (fields beyond the 10th ignored); multiword
-        tokens and empty nodes skipped silently; a `# text = ` after the tokens still counts
-        (ADDENDUM 5.1, 5.2); short rows counted (D6). Returns the five kept columns (None when
-        no token row is left) and the sentence's `# text` value."""
-        rows = []
-        for n, line in enumerate(region.split("\n")):
-            if line.startswith("#"):
-                if line.startswith(_TEXT):
-                    text = line[9:]
-                continue
-            fields = line.split("\t")
-            if len(fields) < 10:
-                ctx.drop("malformed_row", file, f"{len(fields)} tab-separated field(s), expected 10; row skipped",
-                         first_line + n)
-                continue
-            tid = fields[0]
-            if "-" in tid or "." in tid:
-                continue  # multiword token (1-2) or empty node (1.1): legitimate CoNLL-U
-            rows.append(fields)
-        if not rows:
-            return None, text
-        cols = list(zip(*rows))
-        return (cols[1], cols[2], cols[3], cols[5], cols[9]), text
-
-    @staticmethod
-    def _finish(doc: _Doc, stem: str, meta: dict, file: InputFile, ctx: ExtractContext) -> Document | None:
-        """The Document for a collected one. D4: a blank id counts as missing (None), so the
-        writer applies the D3 fallback. An id holding invalid UTF-8 drops the document (D6)."""
-        if doc.bad_id_line is not None:
-            ctx.drop("invalid_utf8", file, "invalid UTF-8 bytes in the document id; document skipped",
-                     doc.bad_id_line)
-            return None
-        doc_id = doc.id
-        if doc_id is _NOT_SET:
-            doc_id = stem
-        elif doc_id is not None and not doc_id.strip():
-            doc_id = None
-        fresh = {k: (list(v) if isinstance(v, list) else v) for k, v in meta.items()} if meta else {}
-        return Document("\n".join(doc.texts), doc_id, fresh, doc.ann)

@@ -12,13 +12,14 @@ extractor class it names, and that must stay fast.
 import datetime as dt
 import hashlib
 import os
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..schema import Document
-from .base import ExtractContext, Extractor, InputFile, _unreadable_reason, sort_key
 from .arrow_dir import ArrowSplit, load_folder
+from .base import Discovery, ExtractContext, Extractor, Fingerprint, InputFile, sort_key, unreadable_reason
 from .records import probe_id
 
 NATURAL_ID_KEYS = ("id", "_id", "docid", "doc_id", "uid", "url")
@@ -86,7 +87,7 @@ def _converter(t):
     return jsonable
 
 
-def directory_fingerprint(path: Path) -> str:
+def directory_fingerprint(path: Path) -> Fingerprint:
     """`<total size>:<digest of every file's relative name, size and mtime>`, from stat alone."""
     listing = []
     total = 0
@@ -103,7 +104,7 @@ def directory_fingerprint(path: Path) -> str:
             total += st.st_size
             listing.append(f"{rel_dir}/{name}\0{st.st_size}\0{st.st_mtime_ns}")
     digest = hashlib.sha256("\n".join(listing).encode("utf-8", "surrogateescape")).hexdigest()[:20]
-    return f"{total}:{digest}"
+    return Fingerprint(total, digest)
 
 
 class HuggingfaceExtractor(Extractor):
@@ -114,12 +115,12 @@ class HuggingfaceExtractor(Extractor):
     def parse_options(cls, raw, where):
         return None  # the reference always reads the `text` column; `metadata:` is ignored
 
-    def list_inputs(self, root: Path) -> list[InputFile]:
+    def list_inputs(self, root: Path) -> Discovery:
         """One input per immediate subdirectory (symlinked ones too), hidden ones included (ADDENDUM 3.1).
         Plain files are ignored; a symbolic link that leads nowhere (broken, a loop) or an entry that
         cannot be examined may be a config directory that went missing, so it goes to `unreadable`
         (D6: reported as `unreadable_path`, never silently lost)."""
-        self.unreadable: list[str] = []
+        unreadable: list[str] = []
         found = []
         with os.scandir(root) as entries:
             for entry in entries:
@@ -129,17 +130,17 @@ class HuggingfaceExtractor(Extractor):
                     elif entry.is_symlink():
                         os.stat(entry.path)  # raises for a broken link or a loop; a link to a file is ignored
                 except OSError as exc:
-                    reason = _unreadable_reason(entry, exc)
+                    reason = unreadable_reason(entry, exc)
                     try:
                         reason += f" (it points to {os.readlink(entry.path)!r})"
                     except OSError:
                         pass
-                    self.unreadable.append(f"{entry.name}: {reason}; not read as a config directory")
+                    unreadable.append(f"{entry.name}: {reason}; not read as a config directory")
         found.sort(key=lambda f: sort_key(f.rel))
-        self.unreadable.sort()
-        return found
+        unreadable.sort()
+        return Discovery(tuple(found), tuple(unreadable))
 
-    def fingerprint_of(self, file: InputFile) -> str:
+    def fingerprint_of(self, file: InputFile) -> Fingerprint:
         return directory_fingerprint(file.path)
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:

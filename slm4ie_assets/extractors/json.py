@@ -1,14 +1,12 @@
 """json: `*.json` holding an array of records (or one object), field names from the `metadata:`
 knobs; text only (extraction-formats: json; ADDENDUM 4.3; D6, D7, D8)."""
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
-from .jsonl import check_text
-from .records import FieldMapping, loads, parse_field_mapping, probe_id
+from .records import STRUCTURAL, FieldMapping, check_text, loads, parse_field_mapping, probe_id
 
-STRUCTURAL = frozenset({"paragraphs", "conll"})
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -39,14 +37,16 @@ class JsonExtractor(Extractor):
         elif isinstance(top, list):
             records = top
         else:
-            ctx.drop("unsupported_top_level", file, f"top level is a JSON {type(top).__name__}, not an array or object; file skipped")
+            ctx.drop("unsupported_top_level", file,
+                     f"top level is a JSON {type(top).__name__}, not an array or object; file skipped")
             return
         del data, top
         id_keys = (fm.id_field,)
         for n, record in enumerate(records):
             where = f"element {n}"
             if not isinstance(record, dict):
-                ctx.drop("non_object_record", file, f"{where} is a JSON {type(record).__name__}, not an object; skipped")
+                ctx.drop("non_object_record", file,
+                         f"{where} is a JSON {type(record).__name__}, not an object; skipped")
                 continue
             text = check_text(record, fm.text_field, file, ctx, where)
             if text is None:

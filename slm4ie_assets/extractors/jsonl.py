@@ -1,49 +1,17 @@
 """jsonl: one JSON object per line, field names from the `metadata:` knobs, optional
 `paragraphs` token annotations (extraction-formats: jsonl; ADDENDUM 4.2; D6, D7, D10)."""
 
+from collections.abc import Iterator
 from itertools import repeat
-from typing import Any, Iterator
+from typing import Any
 
 from ..schema import Annotations, Document
 from .base import ExtractContext, Extractor, InputFile
-from .records import FieldMapping, loads, parse_field_mapping, probe_id
+from .json_lines import json_objects
+from .records import STRUCTURAL, FieldMapping, check_text, parse_field_mapping, probe_id
 
 _item = dict.__getitem__  # raises TypeError for a token that is not an object
 _get = dict.get
-STRUCTURAL = frozenset({"paragraphs", "conll"})
-_BOM = b"\xef\xbb\xbf"
-
-
-def physical_lines(fh) -> Iterator[tuple[int, bytes]]:
-    """Binary lines with universal-newline numbering (`\\n`, `\\r\\n`, lone `\\r`), BOM removed (D8)."""
-    lineno = 0
-    first = True
-    for raw in fh:
-        if first:
-            first = False
-            if raw.startswith(_BOM):
-                raw = raw[3:]
-        if b"\r" in raw:
-            for part in raw.splitlines():
-                lineno += 1
-                yield lineno, part
-        else:
-            lineno += 1
-            yield lineno, raw
-
-
-def check_text(record: dict, field: str, file: InputFile, ctx: ExtractContext, lineno: int) -> str | None:
-    """The record's text if it is a non-blank string; otherwise count why not (D7)."""
-    text = record.get(field)
-    if isinstance(text, str):
-        if text.strip():
-            return text
-        ctx.drop("empty_text", file, f"field {field!r} is blank; record skipped", lineno)
-    elif text is None:
-        ctx.drop("missing_text", file, f"no {field!r} field; record skipped", lineno)
-    else:
-        ctx.drop("non_string_text", file, f"field {field!r} is a {type(text).__name__}, not a string; record skipped", lineno)
-    return None
 
 
 class BadAnnotations(ValueError):
@@ -109,22 +77,7 @@ class JsonlExtractor(Extractor):
         fm = self.options or FieldMapping()
         id_keys = (fm.id_field,)
         with open(file.path, "rb") as fh:
-            for lineno, raw in physical_lines(fh):
-                if not raw.strip():
-                    continue
-                try:
-                    record = loads(raw)
-                except UnicodeDecodeError as exc:
-                    ctx.drop("invalid_utf8", file, f"invalid UTF-8 ({exc.reason} at byte {exc.start}); line skipped", lineno)
-                    continue
-                except ValueError as exc:
-                    if not raw.decode("utf-8", "replace").strip():
-                        continue  # Unicode-whitespace-only line: blank, skipped silently
-                    ctx.drop("malformed_json", file, f"malformed JSON ({exc}); line skipped", lineno)
-                    continue
-                if not isinstance(record, dict):
-                    ctx.drop("non_object_record", file, f"a JSON {type(record).__name__}, not an object; line skipped", lineno)
-                    continue
+            for lineno, record in json_objects(fh, file, ctx):
                 text = check_text(record, fm.text_field, file, ctx, lineno)
                 if text is None:
                     continue

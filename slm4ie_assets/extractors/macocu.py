@@ -4,7 +4,7 @@ ADDENDUM 4.6 with DECISIONS D6/S3 (a parse error or bad bytes keep the documents
 it and skip the rest of the file, counted) and D13 (a nested `<doc>` or `<p>` belongs to the
 outermost one, so no text is emitted twice). Memory stays bounded by one `<doc>`: each finished
 element is cleared and detached from the tree together with everything before it. Parser limits
-and errors are shared with tei (xml_retry): a file over libxml2's default limits (text nodes of
+and errors are shared with tei (xml.retry): a file over libxml2's default limits (text nodes of
 10 MB, nesting of 256) is read again with huge_tree, bounded as tei is.
 
 Security: no DTD is loaded, nothing is fetched from the network and no entity is expanded, so no
@@ -14,15 +14,15 @@ undeclared one (under a DOCTYPE whose external DTD is not loaded) stays verbatim
 is counted per file as `undefined_entity` (ADDENDUM 4.6 Errors).
 """
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from lxml import etree
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
-from .tei_names import parser_options
-from .tei_text import TextCollector, report_unexpanded
-from .xml_retry import extract_with_retry
+from .xml.parser import parser_options
+from .xml.retry import extract_with_retry
+from .xml.text import TextCollector, report_unexpanded
 
 DOC_METADATA_KEYS = ("title", "crawl_date", "lang_distr", "url", "domain", "file_type", "lm_score")
 
@@ -102,7 +102,7 @@ def _release(elem) -> None:
 
 
 class MacocuPass:
-    """One streaming parse of a macocu file (an xml_retry.StreamingPass)."""
+    """One streaming parse of a macocu file (an xml.retry.StreamingPass)."""
 
     def __init__(self, drop):
         self.drop = drop  # drop(reason, message, line=None)

@@ -1,10 +1,17 @@
 """Record helpers shared by json, jsonl, coleslaw and huggingface (ADDENDUM 3.3, D4, D7)."""
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import orjson
+
+from .base import ExtractContext, InputFile
+
+# Fields json and jsonl never copy into metadata: jsonl reads `paragraphs` as annotations, and
+# `conll` is the reference's other annotation field.
+STRUCTURAL = frozenset({"paragraphs", "conll"})
 
 # A run of 19 ASCII digits may be an integer orjson cannot hold exactly. Found by mapping every digit
 # to "0" and every other byte to " " and searching for 19 zeros: ~10x faster than a regex search.
@@ -45,6 +52,22 @@ def id_str(value: Any) -> str | None:
     else:
         s = str(value)  # dicts and lists keep the Python repr, as the reference does
     return s if s.strip() else None
+
+
+def check_text(record: dict, field: str, file: InputFile, ctx: ExtractContext, where: int | str) -> str | None:
+    """The record's text if it is a non-blank string; otherwise count why not (D7). `where` is
+    the line number (jsonl) or `element <n>` (json) the warning names."""
+    text = record.get(field)
+    if isinstance(text, str):
+        if text.strip():
+            return text
+        ctx.drop("empty_text", file, f"field {field!r} is blank; record skipped", where)
+    elif text is None:
+        ctx.drop("missing_text", file, f"no {field!r} field; record skipped", where)
+    else:
+        ctx.drop("non_string_text", file,
+                 f"field {field!r} is a {type(text).__name__}, not a string; record skipped", where)
+    return None
 
 
 def probe_id(record: dict, keys: Iterable[str]) -> str | None:
@@ -98,7 +121,7 @@ def parse_field_mapping(raw: Any, where: str) -> FieldMapping:
     unknown = sorted(set(raw) - _MAPPING_KEYS)
     if unknown:
         raise ValueError(f"{where}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(_MAPPING_KEYS))})")
-    kw = {}
+    kw: dict[str, Any] = {}
     for key in ("text_field", "id_field"):
         if key in raw:
             value = raw[key]

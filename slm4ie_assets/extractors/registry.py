@@ -12,7 +12,7 @@ EXTRACTORS: dict[str, str] = {
     "jsonl": "jsonl:JsonlExtractor",
     "json": "json:JsonExtractor",
     "conllu": "conllu:ConlluExtractor",
-    "tei": "tei:TeiExtractor",
+    "tei": "tei.extractor:TeiExtractor",
     "macocu": "macocu:MacocuExtractor",
     "coleslaw": "coleslaw:ColeslawExtractor",
     "huggingface": "huggingface:HuggingfaceExtractor",

@@ -5,7 +5,7 @@ block's text is its lines joined with newlines, stripped. Ids are `<rel>:<n>` (A
 """
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile, has_escapes, invalid_count, read_text_chunks

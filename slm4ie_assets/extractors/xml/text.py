@@ -7,7 +7,7 @@ Python's recursion limit.
 
 from lxml import etree
 
-from .tei_names import CHOICE, CHOICE_PREFERENCE
+from .names import CHOICE, CHOICE_PREFERENCE
 
 _ENTITY = etree.Entity
 

@@ -5,7 +5,7 @@ before the extracting pass, cheaply:
 
 1. A byte scan proves absence. In an ASCII-compatible encoding, an element named `w` (any prefix)
    always shows as `<w` or `:w` followed by whitespace, `/` or `>`. No such bytes: no `<w>`.
-   Entity references are never expanded (tei_names.parser_options), so no markup can hide in an
+   Entity references are never expanded (xml.parser.parser_options), so no markup can hide in an
    entity's replacement text. Bytes that match may still be a comment, another namespace, ...
 2. Only then an lxml pass without a tree (a parser target that sees start tags) settles it, and
    stops as soon as the answer is known: for an annotated file that is the first `<w>`.
@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-from .tei_errors import first_error, is_resource_limit
-from .tei_names import S, U, W, parser_options
+from ..xml.errors import first_error, is_resource_limit
+from ..xml.names import S, U, W
+from ..xml.parser import parser_options
 
 ANNOTATED = "annotated"
 PLAIN_UTTERANCES = "plain_utterances"
@@ -140,7 +141,9 @@ def parse_scan(path, maybe: Presence, huge: bool) -> Presence:
     extracting pass reports it). Raises ParseError only for a parser resource limit, so the
     caller can retry with huge_tree."""
     target = _Seen(maybe)
-    parser = etree.XMLParser(target=target, **parser_options(huge))
+    # _Seen has only `start` and `close` on purpose: lxml calls back for what a target defines, and
+    # `data`/`end` callbacks would slow the scan; the stubs' ParserTarget asks for all of them.
+    parser = etree.XMLParser(target=target, **parser_options(huge))  # type: ignore[call-overload]
     try:
         with open(path, "rb") as fh:
             while not target.done:

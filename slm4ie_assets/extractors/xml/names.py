@@ -1,5 +1,6 @@
 """Qualified names the TEI extractor reacts to (ADDENDUM 6: only the TEI namespace counts, so an
-un-namespaced `<w>` or `<p>` is invisible) and the parser settings every TEI parse shares."""
+un-namespaced `<w>` or `<p>` is invisible). Shared because the text collector (xml.text), used by
+macocu too, applies the TEI `<choice>` rule (S6)."""
 
 TEI_NS = "http://www.tei-c.org/ns/1.0"
 _T = "{" + TEI_NS + "}"
@@ -32,16 +33,3 @@ BLOCKS = tuple(_T + name for name in (
     "floatingText", "figure",
 ))
 
-
-def parser_options(huge: bool) -> dict:
-    """Safe lxml settings: no DTD is loaded, no entity is expanded (an external entity is never
-    read, an internal one stays an unexpanded reference), nothing is fetched from the network.
-    libxml2 refuses entity amplification (billion laughs) with or without `huge_tree`; `huge_tree`
-    only lifts the text-node size and nesting-depth limits (depth stays capped at 2048), and is
-    turned on for a file only after the default limits refused it (see tei.py).
-
-    `collect_ids=False`: libxml2 builds no table of xml:id values (6-10% of the parse on files
-    with an id on every token). A side effect: an xml:id that is not an XML name (blank, `1.2`)
-    is not a parse error; it is read as it is, and a blank one is a missing id (D4)."""
-    return dict(resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False, huge_tree=huge,
-                collect_ids=False)

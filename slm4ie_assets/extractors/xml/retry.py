@@ -4,19 +4,20 @@ retry and the report of what stopped the parse (D6, S3).
 Parser limits: libxml2's defaults (text nodes up to 10 MB, nesting up to 256) apply first. A file
 that hits one is parsed again with huge_tree (text nodes up to 1 GB, nesting up to 2048), resuming
 after the documents and drops already delivered, so the output does not depend on the retry.
-Entity amplification (billion laughs) is refused either way (tei_errors.is_resource_limit).
+Entity amplification (billion laughs) is refused either way (errors.is_resource_limit).
 
 A parse error or bytes invalid for the declared encoding keep the documents closed before it, drop
 the one in progress and skip the rest of the file, with one drop naming the file and line.
 """
 
-from typing import Callable, Iterator, Protocol
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from lxml import etree
 
-from ..schema import Document
-from .base import ExtractContext, InputFile
-from .tei_errors import first_error, is_resource_limit, reason_for
+from ...schema import Document
+from ..base import ExtractContext, InputFile
+from .errors import first_error, is_resource_limit, reason_for
 
 
 class StreamingPass(Protocol):

@@ -1,6 +1,6 @@
 """The annotated TEI pass: per-file documents and utterance documents (ADDENDUM 6.3, 6.4; D12, D13).
 
-The file holds a `<w>` (tei_scan). It is read as per-file until the first `<u>` starts; from then
+The file holds a `<w>` (scan.py). It is read as per-file until the first `<u>` starts; from then
 on it is an utterance file, and the sentences gathered so far lie outside every `<u>`, which is
 exactly what the utterance path drops. So one pass serves both without knowing in advance.
 
@@ -13,13 +13,13 @@ exactly what the utterance path drops. So one pass serves both without knowing i
   `<s>` or `<u>` with text but no token, an unexpanded entity reference in a token.
 """
 
-from typing import Iterator
+from collections.abc import Iterator
 
-from ..schema import Annotations, Document
-from .tei_names import BLOCKS, CHOICE, PC, S, U, W, XML_ID
-from .tei_pass import TeiPass, text_is_blank
-from .tei_text import choose_reading, report_unexpanded
-from .tei_tokens import DocTokens, SentenceReader
+from ...schema import Annotations, Document
+from ..xml.names import BLOCKS, CHOICE, PC, XML_ID, S, U, W
+from ..xml.text import choose_reading, report_unexpanded
+from .streaming import TeiPass, text_is_blank
+from .tokens import DocTokens, SentenceReader
 
 
 def local_name(tag) -> str:
@@ -54,7 +54,6 @@ class AnnotatedPass(TeiPass):
         self.u_line = None
 
     def run(self, fh, huge: bool) -> Iterator[Document]:
-        reader = self.reader
         s_depth = u_depth = 0
         choices = s_choices = 0  # <choice> starts seen, in all and when the current <s> started
         choice_depth = 0  # open <choice> elements outside any <s>: their sentences wait for the choice's end
@@ -70,19 +69,11 @@ class AnnotatedPass(TeiPass):
                     s_depth -= 1
                     if s_depth or choice_depth:
                         continue  # a nested <s> belongs to the outermost one; one in a <choice> waits
-                    target = self.u_doc if u_depth else self.file_doc
-                    if target is None:
-                        self._sentence_outside_utterance(el)
-                    elif not reader.read(el, target, choices != s_choices) and not text_is_blank(el):
-                        self.drop("sentence_without_tokens", f"<s> {el.get(XML_ID)!r} has text but no <w>/<pc>; "
-                                                             "its text is not in any document", el.sourceline)
-                    self._count_unexpanded()
-                    el.clear()
-                    self.release(el)
+                    self._sentence_end(el, self.u_doc if u_depth else self.file_doc, choices != s_choices)
                 elif tag == U:
                     if event == "start":
                         if self.file_doc is not None:
-                            self._become_utterance_file()
+                            self._become_utterance_file(self.file_doc)
                         if not u_depth:
                             self._open_utterance(el)
                         u_depth += 1
@@ -102,7 +93,7 @@ class AnnotatedPass(TeiPass):
                 elif tag == CHOICE:
                     if s_depth:
                         if event == "start":
-                            choices += 1  # the sentence takes the careful path (tei_tokens)
+                            choices += 1  # the sentence takes the careful path (tokens.py)
                     elif event == "start":
                         choice_depth += 1
                     else:
@@ -115,13 +106,24 @@ class AnnotatedPass(TeiPass):
                     self.release(el)
         self.finish(self.root)
         if self.file_doc is not None and len(self.file_doc):
-            doc, self.file_doc = self.file_doc, None
-            yield Document(doc.text(), self.stem, dict(self.row), annotations_of(doc))
+            tokens, self.file_doc = self.file_doc, None
+            yield Document(tokens.text(), self.stem, dict(self.row), annotations_of(tokens))
+
+    def _sentence_end(self, s, target: DocTokens | None, has_choice: bool) -> None:
+        """An outermost `<s>` closed: its tokens join the document in progress (None: outside every `<u>`)."""
+        if target is None:
+            self._sentence_outside_utterance(s)
+        elif not self.reader.read(s, target, has_choice) and not text_is_blank(s):
+            self.drop("sentence_without_tokens", f"<s> {s.get(XML_ID)!r} has text but no <w>/<pc>; "
+                                                 "its text is not in any document", s.sourceline)
+        self._count_unexpanded()
+        s.clear()
+        self.release(s)
 
     # --- utterances
 
-    def _become_utterance_file(self) -> None:
-        for line in self.file_doc.sentence_lines:
+    def _become_utterance_file(self, file_doc: DocTokens) -> None:
+        for line in file_doc.sentence_lines:
             self.drop("sentence_outside_utterance", "<s> before the first <u> of an utterance file is outside "
                                                     "every <u>; dropped", line)
         self.file_doc = None
@@ -134,6 +136,7 @@ class AnnotatedPass(TeiPass):
 
     def _close_utterance(self, u) -> Document | None:
         tokens, self.u_doc = self.u_doc, None
+        assert tokens is not None  # opened at the start of this outermost <u>
         self._count_stray_tokens(u)
         if len(tokens):
             doc_id = self.u_id if self.u_id and self.u_id.strip() else None

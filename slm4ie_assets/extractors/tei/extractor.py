@@ -1,8 +1,8 @@
 """tei: `*.xml` in the TEI namespace, three structures, one streaming parser (extraction-formats:
 tei; ADDENDUM 6 as amended by D3, D4, D6, D12, D13, D19, D21 and S3, S6-S9).
 
-Per file (S7): tei_scan decides the structure, then one streaming lxml pass with start/end
-events (tei_pass) extracts it: tei_annotated (per-file and utterance documents) or tei_plain
+Per file (S7): scan.py decides the structure, then one streaming lxml pass with start/end
+events (streaming.py) extracts it: annotated.py (per-file and utterance documents) or plain.py
 (paragraphs, and D19 plain utterances). There is no size threshold: a 1 KB and a 10 GB file take
 the same code (D12), and memory is bounded by the largest document, not by the file.
 
@@ -10,22 +10,22 @@ Errors (D6, S3): a parse error or bytes invalid for the declared encoding keep t
 closed before it, drop the one in progress (a per-file document whole) and skip the rest of the
 file, with one drop naming the file and line. An unreadable file is skipped and counted.
 
-Parser limits (xml_retry, shared with macocu): libxml2's defaults (text nodes up to 10 MB, nesting
+Parser limits (xml.retry, shared with macocu): libxml2's defaults (text nodes up to 10 MB, nesting
 up to 256) apply first. A file that hits one is parsed again with huge_tree (text nodes up to 1 GB,
 nesting up to 2048), resuming after the documents and drops already delivered, so the output does
 not depend on the retry. Entity amplification (billion laughs) is refused either way, and no
 entity is ever expanded, so an external entity (XXE) is never read.
 """
 
-from typing import Iterator
+from collections.abc import Iterator
 
-from ..schema import Document
-from .base import ExtractContext, InputFile
-from .tei_annotated import AnnotatedPass
-from .tei_plain import PlainPass, PlainUtterancePass
-from .tei_scan import ANNOTATED, PLAIN_UTTERANCES, detect_structure
-from .tsv_metadata import TsvSidecarExtractor
-from .xml_retry import extract_with_retry
+from ...schema import Document
+from ..base import ExtractContext, InputFile
+from ..tsv_metadata import TsvSidecarExtractor
+from ..xml.retry import extract_with_retry
+from .annotated import AnnotatedPass
+from .plain import PlainPass, PlainUtterancePass
+from .scan import ANNOTATED, PLAIN_UTTERANCES, detect_structure
 
 PASSES = {ANNOTATED: AnnotatedPass, PLAIN_UTTERANCES: PlainUtterancePass}
 

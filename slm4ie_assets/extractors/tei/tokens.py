@@ -12,9 +12,10 @@ interned through a bounded dict, and (upos, feats) are shared tuples from the mo
 
 from array import array
 
-from .tei_morphology import UPOS_TAGS, MorphologyCache
-from .tei_names import CHOICE, PC, W
-from .tei_text import TextCollector, choose_reading
+from ...schema import sentence_text
+from ..xml.names import CHOICE, PC, W
+from ..xml.text import TextCollector, choose_reading
+from .morphology import UPOS_TAGS, MorphologyCache
 
 _RIGHT = frozenset({"right", "both"})  # no space after this token
 _LEFT = frozenset({"left", "both"})  # no space before this token
@@ -42,16 +43,9 @@ class DocTokens:
         return len(self.forms)
 
     def text(self) -> str:
-        """Each sentence rebuilt from its tokens (a space after a token unless space_after is
-        false, none after the last), sentences joined by newlines (ADDENDUM 6.2 / 5.2)."""
+        """Each sentence rebuilt from its tokens (schema.sentence_text), joined by newlines (ADDENDUM 6.2)."""
         forms, space = self.forms, self.space_after
-        out = []
-        for start, end in self.sentences:
-            if start == end:
-                out.append(forms[start])
-                continue
-            out.append("".join([f + " " if sp else f for f, sp in zip(forms[start:end], space[start:end])]) + forms[end])
-        return "\n".join(out)
+        return "\n".join([sentence_text(forms, space, start, end + 1) for start, end in self.sentences])
 
 
 def _same(value):

@@ -10,13 +10,13 @@
   outside every `<u>` is counted as dropped.
 """
 
-from typing import Iterator
+from collections.abc import Iterator
 
-from ..schema import Document
-from .tei_annotated import local_name, utterance_metadata
-from .tei_names import BLOCKS, BODY, CHOICE, NOTE, P, SEG, U, XML_ID
-from .tei_pass import TeiPass, text_is_blank
-from .tei_text import TextCollector, choose_reading, report_unexpanded
+from ...schema import Document
+from ..xml.names import BLOCKS, BODY, CHOICE, NOTE, SEG, XML_ID, P, U
+from ..xml.text import TextCollector, choose_reading, report_unexpanded
+from .annotated import local_name, utterance_metadata
+from .streaming import TeiPass, text_is_blank
 
 
 def _doc_id(value):
@@ -86,7 +86,7 @@ class PlainUtterancePass(_EntityCounting):
     def __init__(self, row: dict, drop, stem: str):
         super().__init__(row, drop, stem)
         self.collector = TextCollector(skip=frozenset({NOTE}))
-        self.open_u = None
+        self.open_u: tuple[str | None, int | None, dict] | None = None  # (xml:id, line, metadata)
 
     def run(self, fh, huge: bool) -> Iterator[Document]:
         bodies = u_depth = 0
@@ -102,6 +102,7 @@ class PlainUtterancePass(_EntityCounting):
                     u_depth -= 1
                     if u_depth:
                         continue  # a nested <u> belongs to the outermost one
+                    assert self.open_u is not None  # set at the start of this outermost <u>
                     doc_id, _, meta = self.open_u
                     self.open_u = None
                     text = self.utterance_text(el)

@@ -7,12 +7,13 @@ handled is cleared and detached together with everything before it, so the tree 
 holds more than the document in progress, the path down to it and one read-ahead chunk.
 """
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from lxml import etree
 
-from ..schema import Document
-from .tei_names import BODY, parser_options
+from ...schema import Document
+from ..xml.names import BODY
+from ..xml.parser import parser_options
 
 Drop = Callable[..., None]  # drop(reason, message, line=None)
 CHUNK = 1 << 16  # bytes fed to the parser at a time: the read-ahead a pass holds in its tree
@@ -28,9 +29,9 @@ class TeiPass:
         self.row = row  # the file's external-TSV metadata (section 7), {} without a sidecar
         self.drop = drop
         self.stem = stem
-        self._swept = None  # the element whose ancestors release() swept last
-        self.root = None  # the document element, once known
-        self.parser = None
+        self._swept: etree._Element | None = None  # the element whose ancestors release() swept last
+        self.root: etree._Element | None = None  # the document element, once known
+        self.parser: etree.XMLPullParser | None = None
 
     def event_batches(self, fh, huge: bool):
         """Iterators of (event, element), one per chunk read. On a parse error the events before
@@ -55,7 +56,7 @@ class TeiPass:
 
     @property
     def error_log(self):
-        """This parse's own error log (xml_retry reads the cause of a ParseError from it)."""
+        """This parse's own error log (xml.retry reads the cause of a ParseError from it)."""
         return self.parser.feed_error_log if self.parser is not None else None
 
     def in_progress(self) -> str | None:

@@ -1,0 +1,54 @@
+"""The JSON-lines reader jsonl and coleslaw share: one JSON object per physical line (D6, D8, S4).
+
+Each extractor opens the file itself (coleslaw counts a file it cannot open, jsonl lets the error
+reach the part writer) and then reads the same objects with the same drops.
+"""
+
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from .base import ExtractContext, InputFile
+from .records import loads
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def physical_lines(fh: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """Binary lines with universal-newline numbering (`\\n`, `\\r\\n`, lone `\\r`), BOM removed (D8)."""
+    lineno = 0
+    first = True
+    for raw in fh:
+        if first:
+            first = False
+            if raw.startswith(_BOM):
+                raw = raw[3:]
+        if b"\r" in raw:
+            for part in raw.splitlines():
+                lineno += 1
+                yield lineno, part
+        else:
+            lineno += 1
+            yield lineno, raw
+
+
+def json_objects(fh: BinaryIO, file: InputFile, ctx: ExtractContext) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of every line that holds a JSON object. A blank line, Unicode
+    whitespace included (S4), is skipped silently; invalid UTF-8, malformed JSON and a value that
+    is not an object are counted with their line number and skipped (D6)."""
+    for lineno, raw in physical_lines(fh):
+        if not raw.strip():
+            continue
+        try:
+            record = loads(raw)
+        except UnicodeDecodeError as exc:
+            ctx.drop("invalid_utf8", file, f"invalid UTF-8 ({exc.reason} at byte {exc.start}); line skipped", lineno)
+            continue
+        except ValueError as exc:
+            if not raw.decode("utf-8", "replace").strip():
+                continue  # a line of Unicode whitespace only is blank (S4)
+            ctx.drop("malformed_json", file, f"malformed JSON ({exc}); line skipped", lineno)
+            continue
+        if not isinstance(record, dict):
+            ctx.drop("non_object_record", file, f"a JSON {type(record).__name__}, not an object; line skipped", lineno)
+            continue
+        yield lineno, record
