@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo demo-ui test test-deps test-long ui daemon bench clean
+.PHONY: venv demo demo-ui lint test test-deps test-long ui daemon bench clean
 
 venv: $(STAMP)
 
@@ -24,7 +24,12 @@ $(STAMP): pyproject.toml tools/slm4ie_dagster_module.pth
 demo: venv
 	$(BIN)/python examples/demo.py
 
-test: venv
+# Style and types first: they take seconds, the suite takes minutes. Versions and rules: pyproject.toml.
+lint: venv
+	$(BIN)/ruff check slm4ie_assets tests bench examples tools
+	$(BIN)/mypy slm4ie_assets
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 # Debian's chromium and postgresql for the browser and Postgres tests (they install these themselves

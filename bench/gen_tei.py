@@ -19,7 +19,8 @@ import sys
 
 TEI_NS = "http://www.tei-c.org/ns/1.0"
 
-ONSETS = ["", "b", "č", "d", "g", "j", "k", "l", "m", "n", "p", "pr", "r", "s", "st", "š", "t", "tr", "v", "z", "ž", "kr", "sl", "zd"]
+ONSETS = ["", "b", "č", "d", "g", "j", "k", "l", "m", "n", "p", "pr", "r", "s", "st", "š", "t", "tr", "v", "z", "ž",
+          "kr", "sl", "zd"]
 VOWELS = ["a", "e", "i", "o", "u", "a", "e", "o"]
 CODAS = ["", "", "", "n", "l", "r", "j", "m", "s", "k", "t", "v"]
 
@@ -151,7 +152,8 @@ def gen_utterance(out, words: Words, rng: random.Random, target: int, stem: str)
         u_no += 1
         who = rng.choice(speakers)
         written += out.write(f'     <note type="speaker">{esc(who[1:].upper())}:</note>\n')
-        written += out.write(f'     <u who="{who}" xml:id="{stem}.u{u_no}" ana="{rng.choice(("#regular", "#chair"))}">\n')
+        written += out.write(f'     <u who="{who}" xml:id="{stem}.u{u_no}" '
+                             f'ana="{rng.choice(("#regular", "#chair"))}">\n')
         for _ in range(rng.randint(1, 6)):
             seg_no += 1
             written += out.write(f'      <seg xml:id="{stem}.seg{seg_no}">\n')

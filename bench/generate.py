@@ -120,9 +120,11 @@ def gen_macocu(path: Path, target: int, words: Words, rng: random.Random, stem: 
             ps.append(f'<p id="{stem}.{n}.{i + 1}" quality="{rng.choice(("good", "short", "neargood"))}" '
                       f'sensitive="no" lang="sl" lm_score="{rng.random():.3f}">{text}</p>')
         out.write(f'<doc id="{stem}.{n}" title="{gen_tei.esc(_sentence_text(words.sentence())[:60])}" '
-                  f'crawl_date="2022-07-{rng.randint(1, 28):02d}" lang_distr="[(&apos;sl&apos;, 0.9{rng.randint(0, 9)})]" '
+                  f'crawl_date="2022-07-{rng.randint(1, 28):02d}" '
+                  f'lang_distr="[(&apos;sl&apos;, 0.9{rng.randint(0, 9)})]" '
                   f'url="https://primer{n % 977}.si/{stem}/{n}" domain="si" file_type="html" '
-                  f'lm_score="{rng.random():.3f}" lang_var="sl" biroamer_entities="0">\n' + "\n".join(ps) + "\n</doc>\n")
+                  f'lm_score="{rng.random():.3f}" lang_var="sl" biroamer_entities="0">\n'
+                  + "\n".join(ps) + "\n</doc>\n")
     out.write("</corpus>\n")
     out.close()
 
@@ -157,7 +159,8 @@ def gen_jsonl(path: Path, target: int, words: Words, rng: random.Random, stem: s
     while out.size < target:
         n += 1
         rec = {"doc_id": f"{stem}.{n}", "url": f"https://novice{n % 331}.si/clanek/{n}",
-               "title": _sentence_text(words.sentence())[:80], "date": f"2021-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"}
+               "title": _sentence_text(words.sentence())[:80],
+               "date": f"2021-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"}
         if paragraphs:
             paras = []
             texts = []
@@ -285,7 +288,7 @@ def generate_dataset(root: Path, key: str, size: int, files: int, seed: int) -> 
             raise KeyError(key)
     if key == "coleslaw":  # the four subcorpora, each as `files` files
         per_sub = _split(size, len(COLESLAW_SUBCORPORA))
-        for sub, sub_size in zip(COLESLAW_SUBCORPORA, per_sub):
+        for sub, sub_size in zip(COLESLAW_SUBCORPORA, per_sub, strict=True):
             for i, target in enumerate(_split(sub_size, max(1, files // 2))):
                 gen_coleslaw_file(raw / sub / f"{sub.lower()}_{i:02d}.jsonl", target, words, rng, sub)
     if key == "huggingface":

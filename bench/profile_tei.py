@@ -40,17 +40,17 @@ def run_pipeline(path: Path) -> int:
                                        "datasets": {"bench": {"extractor": "tei", "domain": "test"}}}))
         catalog = load_catalog(cfg)
         report = extract_and_publish(plan_dataset(catalog.dataset("bench"), force=True, workers=1))
-        return report.manifest["docs"]
+        return report.manifest.docs
 
 
 def run_extract(path: Path) -> int:
     from slm4ie_assets.extractors.base import ExtractContext, InputFile
-    from slm4ie_assets.extractors.tei import TeiExtractor
+    from slm4ie_assets.extractors.tei.extractor import TeiExtractor
 
     ex = TeiExtractor(None)
     ctx = ExtractContext("bench", path.parent)
     n = 0
-    for doc in ex.extract(InputFile(path, path.name), ctx):
+    for _doc in ex.extract(InputFile(path, path.name), ctx):
         n += 1
     return n
 

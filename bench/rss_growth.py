@@ -103,7 +103,8 @@ def main(argv=None) -> int:
         "largest process (wait4 ru_maxrss). `many files`: the 1x files plus hard-linked copies; `one file`: "
         "the 1x files concatenated into one.",
         "",
-        "| dataset | variant | input MB (1x) | RSS MB (1x) | input MB (big) | RSS MB (big) | growth | limit 400 MB, +20% |",
+        "| dataset | variant | input MB (1x) | RSS MB (1x) | input MB (big) | RSS MB (big) | growth "
+        "| limit 400 MB, +20% |",
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     ok = True

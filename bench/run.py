@@ -44,7 +44,7 @@ from bench.generate import DATASETS, input_bytes
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "slm4ie-bench"
 
-# issue #7: serial MB/s targets of the whole pipeline, and the reference implementation's rates
+# serial MB/s targets of the whole pipeline (README, "Performance"), and the reference implementation's rates
 TARGETS = {"conllu": 36, "tei_perfile": 14, "tei_utterances": 30, "macocu": 28, "text": 110,
            "jsonl_paragraphs": 50, "jsonl": 120, "huggingface": 80, "coleslaw": 150}
 REFERENCE = {"conllu": 7, "tei_perfile": 6, "tei_utterances": 15, "macocu": 21, "text": 33,
@@ -63,8 +63,8 @@ def child_extract(yaml_path: str, key: str, workers: int) -> None:
     cat = load_catalog(yaml_path)
     report = extract_dataset(cat.dataset(key), cat, force=True, workers=workers)
     m = report.manifest
-    print(json.dumps({"docs": m["docs"], "tokens": m["tokens"], "text_bytes": m["text_bytes"],
-                      "sidecar_bytes": m["sidecar_bytes"], "drops": m["drops"]}))
+    print(json.dumps({"docs": m.docs, "tokens": m.tokens, "text_bytes": m.text_bytes,
+                      "sidecar_bytes": m.sidecar_bytes, "drops": m.drops}))
 
 
 def _cpu() -> float:
@@ -88,7 +88,7 @@ def child_split(yaml_path: str, key: str) -> None:
     spec = cat.dataset(key)
     ex = make_extractor(spec.extractor, spec.options)
     ex.prepare(spec.raw_dir)
-    files = ex.list_inputs(spec.raw_dir)
+    files = ex.list_inputs(spec.raw_dir).files
 
     def docs():
         ctx = ExtractContext(key, spec.raw_dir, DropLedger())

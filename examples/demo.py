@@ -24,15 +24,15 @@ def main() -> int:
         print("\ndemo: the run failed (log above)", file=sys.stderr)
         return res.returncode
     from slm4ie_assets.catalog import load_catalog
-    from slm4ie_assets.parts import DatasetStore
+    from slm4ie_assets.store import DatasetStore
 
     catalog = load_catalog(CONFIG)
     print(f"\nPublished under {catalog.output_dir.relative_to(ROOT)}/:")
     for spec in catalog.datasets.values():
-        manifest = DatasetStore(spec).published_manifest() or {}
-        side = f" + {spec.sidecar_path.name}" if manifest.get("has_sidecar") else ""
-        drops = sum(manifest.get("drops", {}).values())
-        print(f"  {spec.text_path.name:<28} {manifest.get('docs', 0):>3} documents{side}"
+        manifest = DatasetStore(spec).published_manifest()
+        side = f" + {spec.sidecar_path.name}" if manifest and manifest.has_sidecar else ""
+        drops = sum(manifest.drops.values()) if manifest else 0
+        print(f"  {spec.text_path.name:<28} {manifest.docs if manifest else 0:>3} documents{side}"
               + (f"  ({drops} skipped, see the drop ledger)" if drops else ""))
     first = catalog.dataset("web_jsonl").text_path
     print(f"\nFirst line of {first.relative_to(ROOT)}:\n  {first.read_text(encoding='utf-8').splitlines()[0]}")

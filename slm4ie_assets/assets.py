@@ -17,15 +17,15 @@ from dagster import (
     DynamicPartitionsDefinition,
     Failure,
     MetadataValue,
-    OutputContext,
     Output,
+    OutputContext,
     asset,
 )
 
 from .catalog import Catalog, DatasetSpec
 from .locks import dataset_lock
-from .pipeline import (DatasetPlan, ShardBatch, effective_workers, lock_path, plan_dataset,
-                       require_raw_dir, unpack)
+from .part_meta import PartMeta
+from .pipeline import DatasetPlan, ShardBatch, effective_workers, lock_path, plan_dataset, require_raw_dir, unpack
 from .resources import ExtractSettings
 from .shards import Shard, check_shard_key, list_shards
 from .stale_runs import before_extraction
@@ -106,15 +106,15 @@ class ShardEventRecorder:
         self.recorded = 0
         self.unrecorded = 0
 
-    def __call__(self, shard: Shard, meta: dict) -> None:
+    def __call__(self, shard: Shard, meta: PartMeta) -> None:
         if not self.enabled:
             self.unrecorded += 1
             return
         self.context.log_event(AssetMaterialization(
             asset_key=self.asset_key, partition=shard.key,
             description="rebuilt by extracted/" + self.asset_key.path[-1],
-            metadata={"documents": meta["docs"], "files": len(meta["files"]), "text_bytes": meta["text_bytes"],
-                      "skipped_items": sum(meta["drops"].values()), "seconds": meta["seconds"]},
+            metadata={"documents": meta.docs, "files": len(meta.files), "text_bytes": meta.text_bytes,
+                      "skipped_items": sum(meta.drops.values()), "seconds": meta.seconds},
         ))
         self.recorded += 1
 

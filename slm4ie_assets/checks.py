@@ -13,15 +13,16 @@ The version is pinned by resolving `current` once, so a concurrent publish canno
 
 import gzip
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 from dagster import (
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetChecksDefinition,
     AutomationCondition,
     MetadataValue,
     multi_asset_check,
@@ -29,7 +30,8 @@ from dagster import (
 
 from .assets import extracted_key
 from .catalog import DatasetSpec
-from .parts import DatasetStore
+from .manifest import Manifest
+from .store import READ_ERRORS, DatasetStore, read_manifest
 
 ALIGNED = "sidecar_aligned"
 SCHEMA = "valid_schema"
@@ -65,7 +67,7 @@ class Findings:
     text_lines: int = 0
     sidecar_lines: int = 0
     has_sidecar: bool = False
-    manifest: dict = field(default_factory=dict)
+    manifest: Manifest | None = None
     aligned: Problems = field(default_factory=Problems)
     schema: Problems = field(default_factory=Problems)
 
@@ -133,60 +135,65 @@ def inspect_published(spec: DatasetSpec) -> Findings:
     store = DatasetStore(spec)
     try:
         version = Path(os.path.realpath(store.current, strict=True))
-        manifest = orjson.loads((version / "manifest.json").read_bytes())
+        manifest = read_manifest(version)
         text_fh = open(version / spec.text_path.name, "rb", buffering=1 << 20)
-    except (OSError, orjson.JSONDecodeError):
+    except READ_ERRORS:
         return Findings(published=False)
     side_path = version / spec.sidecar_path.name
     f = Findings(published=True, manifest=manifest, has_sidecar=side_path.exists())
-    if f.has_sidecar != bool(manifest.get("has_sidecar")):
-        f.aligned.add(f"the manifest says has_sidecar={manifest.get('has_sidecar')} but the sidecar file "
+    if f.has_sidecar != manifest.has_sidecar:
+        f.aligned.add(f"the manifest says has_sidecar={manifest.has_sidecar} but the sidecar file "
                       f"{'exists' if f.has_sidecar else 'is missing'}")
     side_fh = gzip.open(side_path, "rb") if f.has_sidecar else None
-    key = spec.key
-    n = 0
     try:
         with text_fh:
-            side_iter = iter(side_fh) if side_fh is not None else None
-            for n, line in enumerate(text_fh, 1):
-                if not line.endswith(b"\n"):
-                    f.schema.add(f"text line {n} does not end with a newline")
-                rec, err = _loads(line)
-                if err is None:
-                    err = _text_problem(rec, spec)
-                if err is not None:
-                    f.schema.add(f"{key}.jsonl line {n}: {err}")
-                    rec = None
-                if side_iter is None:
-                    continue
-                side_line = next(side_iter, None)
-                if side_line is None:
-                    f.aligned.add(f"the sidecar ends after {n - 1} lines but the text has more")
-                    side_iter = None
-                    continue
-                f.sidecar_lines += 1
-                ann, err = _loads(side_line)
-                if err is None:
-                    err = _ann_problem(ann)
-                if err is not None:
-                    f.schema.add(f"{key}.annotations line {n}: {err}")
-                    continue
-                if rec is not None and (ann["uid"] != rec["uid"] or ann["doc_id"] != rec["doc_id"]):
-                    f.aligned.add(f"line {n}: sidecar uid {ann['uid']!r} != text uid {rec['uid']!r}")
-            f.text_lines = n
-            if side_iter is not None:
-                extra = sum(1 for _ in side_iter)
-                if extra:
-                    f.sidecar_lines += extra
-                    f.aligned.add(f"the sidecar has {extra} line(s) more than the text ({n})")
+            _stream_pair(f, spec, text_fh, iter(side_fh) if side_fh is not None else None)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:  # truncated or corrupt gzip
         f.aligned.add(f"the sidecar cannot be read to the end: {exc}")
     finally:
         if side_fh is not None:
             side_fh.close()
-    if manifest.get("docs") != f.text_lines:
-        f.aligned.add(f"the manifest records {manifest.get('docs')} documents but the text has {f.text_lines} lines")
+    if manifest.docs != f.text_lines:
+        f.aligned.add(f"the manifest records {manifest.docs} documents but the text has {f.text_lines} lines")
     return f
+
+
+def _stream_pair(f: Findings, spec: DatasetSpec, text_fh: Iterable[bytes], side_iter: Iterator[bytes] | None) -> None:
+    """One pass over the text lines and, beside them, the sidecar lines; `f.text_lines` is set only
+    when the pass reaches the end."""
+    key = spec.key
+    n = 0
+    for n, line in enumerate(text_fh, 1):
+        if not line.endswith(b"\n"):
+            f.schema.add(f"text line {n} does not end with a newline")
+        rec, err = _loads(line)
+        if err is None:
+            err = _text_problem(rec, spec)
+        if err is not None:
+            f.schema.add(f"{key}.jsonl line {n}: {err}")
+            rec = None
+        if side_iter is None:
+            continue
+        side_line = next(side_iter, None)
+        if side_line is None:
+            f.aligned.add(f"the sidecar ends after {n - 1} lines but the text has more")
+            side_iter = None
+            continue
+        f.sidecar_lines += 1
+        ann, err = _loads(side_line)
+        if err is None:
+            err = _ann_problem(ann)
+        if err is not None:
+            f.schema.add(f"{key}.annotations line {n}: {err}")
+            continue
+        if rec is not None and (ann["uid"] != rec["uid"] or ann["doc_id"] != rec["doc_id"]):
+            f.aligned.add(f"line {n}: sidecar uid {ann['uid']!r} != text uid {rec['uid']!r}")
+    f.text_lines = n
+    if side_iter is not None:
+        extra = sum(1 for _ in side_iter)
+        if extra:
+            f.sidecar_lines += extra
+            f.aligned.add(f"the sidecar has {extra} line(s) more than the text ({n})")
 
 
 def _examples_md(title: str, examples: list, count: int) -> str:
@@ -196,12 +203,12 @@ def _examples_md(title: str, examples: list, count: int) -> str:
 
 def check_results(spec: DatasetSpec, f: Findings) -> list[AssetCheckResult]:
     asset_key = extracted_key(spec.key)
-    if not f.published:
+    m = f.manifest
+    if not f.published or m is None:
         why = f"{spec.key} has no published output yet ({spec.text_path}); materialize extracted/{spec.key}"
         return [AssetCheckResult(asset_key=asset_key, check_name=name, passed=False, severity=sev, description=why)
                 for name, sev in ((ALIGNED, AssetCheckSeverity.ERROR), (SCHEMA, AssetCheckSeverity.ERROR),
                                   (UNIQUE, AssetCheckSeverity.WARN), (DROPS, AssetCheckSeverity.WARN))]
-    m = f.manifest
     results = []
     a = f.aligned
     results.append(AssetCheckResult(
@@ -219,8 +226,8 @@ def check_results(spec: DatasetSpec, f: Findings) -> list[AssetCheckResult]:
                      else _examples_md(f"{s.count} invalid line(s)", s.examples, s.count)),
         metadata={"invalid_lines": s.count},
     ))
-    dups = int(m.get("duplicate_uids", 0))
-    examples = list(m.get("duplicate_examples", []))
+    dups = m.duplicate_uids
+    examples = list(m.duplicate_examples)
     results.append(AssetCheckResult(
         asset_key=asset_key, check_name=UNIQUE, passed=dups == 0, severity=AssetCheckSeverity.WARN,
         description=("all uids are unique" if dups == 0 else
@@ -228,7 +235,7 @@ def check_results(spec: DatasetSpec, f: Findings) -> list[AssetCheckResult]:
                      f"e.g. {', '.join(repr(u) for u in examples)}"),
         metadata={"duplicate_uids": dups, "examples": MetadataValue.json(examples)},
     ))
-    drops = m.get("drops", {})
+    drops = m.drops
     total = sum(drops.values())
     results.append(AssetCheckResult(
         asset_key=asset_key, check_name=DROPS, passed=total == 0, severity=AssetCheckSeverity.WARN,

@@ -6,7 +6,7 @@ A bad config fails here, at load, with one message listing every problem (D15).
 from dagster import Definitions, in_process_executor
 
 from .assets import build_extracted_asset, build_shards_asset
-from .catalog import load_catalog
+from .catalog import Catalog, load_catalog
 from .checks import build_extracted_checks
 from .io_manager import ExtractIOManager
 from .resources import ExtractSettings
@@ -14,7 +14,7 @@ from .schedules import build_schedules
 from .sensors import build_automation_sensor, build_raw_sensor, build_stale_run_sensor
 
 
-def build_definitions(catalog=None) -> Definitions:
+def build_definitions(catalog: Catalog | None = None) -> Definitions:
     catalog = catalog or load_catalog()
     specs = list(catalog.datasets.values())
     assets = [build_shards_asset(spec, catalog) for spec in specs]

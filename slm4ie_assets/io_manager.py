@@ -7,14 +7,14 @@ stale parts up to date, publishes atomically and reports what happened as materi
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
 from .assets import ShardEventRecorder
 from .catalog import DatasetSpec, load_catalog
+from .manifest import Manifest
 from .metadata import publish_metadata, shard_batch_metadata, skipped_metadata
-from .parts import DatasetStore
 from .pipeline import DatasetPlan, ShardBatch, extract_and_publish, extract_shard_batch
+from .store import READ_ERRORS, DatasetStore, read_manifest
 
 MAX_LOGGED_WARNINGS = 50
 
@@ -31,7 +31,7 @@ class PublishedDataset:
     key: str
     text_path: Path
     sidecar_path: Path | None
-    manifest: dict
+    manifest: Manifest
     version: str  # the version folder's name
 
 
@@ -42,7 +42,7 @@ class ExtractIOManager(ConfigurableIOManager):
         if not isinstance(obj, DatasetPlan):
             raise TypeError(f"extract_io stores DatasetPlan or ShardBatch values, got {type(obj).__name__}")
         if obj.up_to_date:
-            manifest = DatasetStore(obj.spec).published_manifest() or {}
+            manifest = DatasetStore(obj.spec).published_manifest()
             context.log.info(f"{obj.spec.key}: published output matches all {len(obj.shards)} shard(s); skipped "
                              "(materialize with force to re-extract)")
             context.add_output_metadata(skipped_metadata(obj, manifest))
@@ -55,11 +55,11 @@ class ExtractIOManager(ConfigurableIOManager):
         context.add_output_metadata({"shard_events_recorded": recorder.recorded})
         for w in report.warnings[:MAX_LOGGED_WARNINGS]:
             context.log.warning(w)
-        extra = sum(sum(m["drops"].values()) for m in report.parts) - min(len(report.warnings), MAX_LOGGED_WARNINGS)
+        extra = sum(sum(m.drops.values()) for m in report.parts) - min(len(report.warnings), MAX_LOGGED_WARNINGS)
         if extra > 0:
             context.log.warning(f"{obj.spec.key}: {extra} more skipped item(s); see the drop ledger in the metadata")
         if report.skipped:
-            context.add_output_metadata(skipped_metadata(obj, report.manifest or {}))
+            context.add_output_metadata(skipped_metadata(obj, report.manifest))
         else:
             context.add_output_metadata(publish_metadata(obj, report))
 
@@ -84,11 +84,11 @@ def published_dataset(spec: DatasetSpec) -> PublishedDataset:
     for _ in range(5):  # a publish may swap `current` and remove the folder just resolved: look again
         try:
             version = store.current.resolve(strict=True)
-            manifest = orjson.loads((version / "manifest.json").read_bytes())
+            manifest = read_manifest(version)
             break
-        except (OSError, orjson.JSONDecodeError) as exc:
+        except READ_ERRORS as exc:
             error = exc
     else:
         raise FileNotFoundError(f"dataset {spec.key!r} has not been published yet (no {spec.text_path})") from error
-    sidecar = version / spec.sidecar_path.name if manifest["has_sidecar"] else None
+    sidecar = version / spec.sidecar_path.name if manifest.has_sidecar else None
     return PublishedDataset(spec.key, version / spec.text_path.name, sidecar, manifest, version.name)

@@ -6,7 +6,9 @@ from pathlib import Path
 import orjson
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
-from .pipeline import DatasetPlan, RunReport
+from .manifest import Manifest
+from .part_meta import merged_drops
+from .pipeline import DatasetPlan, RunReport, ShardBatch
 
 PREVIEW_DOCS = 3
 PREVIEW_CHARS = 240
@@ -33,31 +35,36 @@ def preview(text_path: Path) -> MetadataValue:
     return MetadataValue.md("\n".join(lines) if lines else "(no documents)")
 
 
-def _common(plan: DatasetPlan, manifest: dict) -> dict:
-    docs = manifest.get("docs", 0)
-    annotated = manifest.get("annotated_docs", 0)
-    drops = manifest.get("drops", {})
+def _common(plan: DatasetPlan, manifest: Manifest | None) -> dict:
+    if manifest is None:  # a concurrent publish removed the version just resolved: report zeros
+        docs = annotated = tokens = text_bytes = sidecar_bytes = duplicates = 0
+        files = len(plan.shards)
+        drops: dict[str, int] = {}
+    else:
+        docs, annotated, tokens, files = manifest.docs, manifest.annotated_docs, manifest.tokens, manifest.files
+        text_bytes, sidecar_bytes, drops = manifest.text_bytes, manifest.sidecar_bytes, manifest.drops
+        duplicates = manifest.duplicate_uids
     empty = drops.get("empty_text", 0)
     return {
         "documents": MetadataValue.int(docs),
         "annotated_documents": MetadataValue.int(annotated),
         "annotated_share": MetadataValue.float(round(annotated / docs, 4) if docs else 0.0),
-        "tokens": MetadataValue.int(manifest.get("tokens", 0)),
-        "files": MetadataValue.int(manifest.get("files", len(plan.shards))),
+        "tokens": MetadataValue.int(tokens),
+        "files": MetadataValue.int(files),
         "shards": MetadataValue.int(len(plan.shards)),
-        "text_bytes": MetadataValue.int(manifest.get("text_bytes", 0)),
-        "sidecar_bytes": MetadataValue.int(manifest.get("sidecar_bytes", 0)),
+        "text_bytes": MetadataValue.int(text_bytes),
+        "sidecar_bytes": MetadataValue.int(sidecar_bytes),
         "empty_text_rate": MetadataValue.float(round(empty / (docs + empty), 4) if docs + empty else 0.0),
         "skipped_items": MetadataValue.int(sum(drops.values())),
         "drop_ledger": drop_ledger_table(drops),
-        "duplicate_uids": MetadataValue.int(manifest.get("duplicate_uids", 0)),
+        "duplicate_uids": MetadataValue.int(duplicates),
         "text_path": MetadataValue.path(str(plan.spec.text_path)),
         "preview": preview(plan.spec.text_path),
         "force": MetadataValue.bool(plan.force),
     }
 
 
-def skipped_metadata(plan: DatasetPlan, manifest: dict) -> dict:
+def skipped_metadata(plan: DatasetPlan, manifest: Manifest | None) -> dict:
     md = _common(plan, manifest)
     md.update({
         "skipped": MetadataValue.bool(True),
@@ -69,39 +76,36 @@ def skipped_metadata(plan: DatasetPlan, manifest: dict) -> dict:
 
 
 def publish_metadata(plan: DatasetPlan, report: RunReport) -> dict:
-    manifest = report.manifest or {}
+    manifest = report.manifest
     md = _common(plan, manifest)
-    input_bytes = sum(m.get("input_bytes", 0) for m in report.parts)
+    input_bytes = sum(m.input_bytes for m in report.parts)
     seconds = report.seconds
     md.update({
         "skipped": MetadataValue.bool(False),
         "shards_extracted": MetadataValue.int(len(report.extracted)),
         "shards_up_to_date": MetadataValue.int(report.shards - len(report.extracted)),
-        "bytes_written": MetadataValue.int(manifest.get("text_bytes", 0) + manifest.get("sidecar_bytes", 0)),
+        "bytes_written": MetadataValue.int(manifest.text_bytes + manifest.sidecar_bytes if manifest else 0),
         "duration_seconds": MetadataValue.float(round(seconds, 3)),
         "input_mb_per_second": MetadataValue.float(round(input_bytes / 1e6 / seconds, 2) if seconds > 0 else 0.0),
     })
-    if manifest.get("duplicate_examples"):
-        md["duplicate_uid_examples"] = MetadataValue.json(manifest["duplicate_examples"])
+    if manifest is not None and manifest.duplicate_examples:
+        md["duplicate_uid_examples"] = MetadataValue.json(list(manifest.duplicate_examples))
     if report.warnings:
         md["first_warnings"] = MetadataValue.json(report.warnings[:20])
     return md
 
 
-def shard_batch_metadata(batch, report: RunReport) -> dict:
+def shard_batch_metadata(batch: ShardBatch, report: RunReport) -> dict:
     """Totals for a `shards/<key>` run (one multi-partition step cannot report per partition)."""
-    drops: dict[str, int] = {}
-    for m in report.parts:
-        for k, v in m["drops"].items():
-            drops[k] = drops.get(k, 0) + v
+    drops = merged_drops(report.parts)
     return {
         "shards": MetadataValue.int(len(batch.shards)),
         "shards_extracted": MetadataValue.int(len(report.extracted)),
         "shards_up_to_date": MetadataValue.int(len(batch.shards) - len(report.extracted)),
-        "documents": MetadataValue.int(sum(m["docs"] for m in report.parts)),
-        "annotated_documents": MetadataValue.int(sum(m["annotated_docs"] for m in report.parts)),
-        "tokens": MetadataValue.int(sum(m["tokens"] for m in report.parts)),
-        "part_bytes": MetadataValue.int(sum(m["text_bytes"] for m in report.parts)),
+        "documents": MetadataValue.int(sum(m.docs for m in report.parts)),
+        "annotated_documents": MetadataValue.int(sum(m.annotated_docs for m in report.parts)),
+        "tokens": MetadataValue.int(sum(m.tokens for m in report.parts)),
+        "part_bytes": MetadataValue.int(sum(m.text_bytes for m in report.parts)),
         "skipped_items": MetadataValue.int(sum(drops.values())),
         "drop_ledger": drop_ledger_table(drops),
         "duration_seconds": MetadataValue.float(round(report.seconds, 3)),

@@ -7,19 +7,28 @@ Dagster instance. Every step is a pure function of the raw tree and the config.
 import multiprocessing
 import os
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from .catalog import Catalog, DatasetSpec
 from .extractors.base import Extractor
 from .extractors.registry import make_extractor
 from .locks import dataset_lock
-from .parts import DatasetStore, publish, write_part
+from .manifest import Manifest
+from .part_meta import PartMeta, merged_drops
+from .part_writer import write_part
+from .publish import current_metas, publish
 from .shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
+from .store import DatasetStore
+
+if TYPE_CHECKING:  # imported when unpacking, not by every pool worker
+    from .archives import ArchiveReport
 
 Log = Callable[[str], None]
+OnPart = Callable[[Shard, PartMeta], None]  # called as each part is committed
 
 
 class MissingRawDir(FileNotFoundError):
@@ -36,8 +45,8 @@ class DatasetPlan:
     up_to_date: bool  # published output matches the shards
     force: bool = False
     workers: int = 1
-    archive_report: dict = field(default_factory=dict)
-    unreadable: list = field(default_factory=list)
+    archive_report: "ArchiveReport | None" = None
+    unreadable: list[str] = field(default_factory=list)  # D6: "<key>/<entry> [unreadable_path]"
 
 
 def effective_workers(requested: int | None, default: int) -> int:
@@ -56,7 +65,7 @@ def require_raw_dir(spec: DatasetSpec) -> None:
                             f"(put the {spec.extractor} input files under it)")
 
 
-def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None) -> dict:
+def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None) -> "ArchiveReport":
     from .archives import unpack_archives
 
     store = DatasetStore(spec)
@@ -67,11 +76,10 @@ def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
                  group_threshold: int = DEFAULT_GROUP_THRESHOLD) -> DatasetPlan:
     require_raw_dir(spec)
     extractor = make_extractor(spec.extractor, spec.options)
-    unreadable: list[str] = []
-    files = extractor.list_inputs(spec.raw_dir)
-    if hasattr(extractor, "unreadable"):  # D6: raw entries named like inputs that cannot be read
-        unreadable = [f"{spec.key}/{entry} [unreadable_path]" for entry in extractor.unreadable]
-    shards = plan_shards(extractor, files, group_threshold)
+    discovery = extractor.list_inputs(spec.raw_dir)
+    # D6: raw entries named like inputs that cannot be read
+    unreadable = [f"{spec.key}/{entry} [unreadable_path]" for entry in discovery.unreadable]
+    shards = plan_shards(extractor, discovery.files, group_threshold)
     store = DatasetStore(spec)
     stale = [s for s in shards if force or not store.part_is_current(s)]
     up_to_date = not force and not stale and store.is_published(shards)
@@ -81,7 +89,7 @@ def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
 # ----------------------------------------------------------------------------- extraction
 
 
-def _extract_one(spec: DatasetSpec, shard: Shard) -> dict:
+def _extract_one(spec: DatasetSpec, shard: Shard) -> PartMeta:
     """Pool worker: rebuild the extractor from the picklable spec and write one part."""
     extractor = _worker_extractor(spec)
     return write_part(spec, extractor, shard, DatasetStore(spec))
@@ -102,19 +110,19 @@ def _worker_extractor(spec: DatasetSpec) -> Extractor:
 
 
 def extract_parts(spec: DatasetSpec, shards: list[Shard], workers: int = 1, log: Log | None = None,
-                  on_part: Callable[[Shard, dict], None] | None = None) -> list[dict]:
+                  on_part: OnPart | None = None) -> list[PartMeta]:
     """Write a part for each shard; largest first in the pool so the tail stays short.
     Returns the metas in the order of `shards`."""
     if not shards:
         return []
     store = DatasetStore(spec)
-    results: dict[str, dict] = {}
+    results: dict[str, PartMeta] = {}
     total_bytes = sum(s.size for s in shards) or 1
     done_bytes = 0
     started = time.monotonic()
     last_log = [started]
 
-    def report(shard: Shard, meta: dict) -> None:
+    def report(shard: Shard, meta: PartMeta) -> None:
         nonlocal done_bytes
         results[shard.key] = meta
         done_bytes += shard.size
@@ -123,10 +131,11 @@ def extract_parts(spec: DatasetSpec, shards: list[Shard], workers: int = 1, log:
         now = time.monotonic()
         if log is not None and (now - last_log[0] >= 5 or len(results) == len(shards)):
             last_log[0] = now
-            docs = sum(m["docs"] for m in results.values())
+            docs = sum(m.docs for m in results.values())
             mb = done_bytes / 1e6
             log(f"{spec.key}: {len(results)}/{len(shards)} shards, {docs} documents, "
-                f"{mb:.1f}/{total_bytes / 1e6:.1f} MB in {now - started:.1f}s ({mb / max(now - started, 1e-6):.1f} MB/s)")
+                f"{mb:.1f}/{total_bytes / 1e6:.1f} MB in {now - started:.1f}s "
+                f"({mb / max(now - started, 1e-6):.1f} MB/s)")
 
     workers = max(1, min(workers, len(shards)))
     if workers == 1:
@@ -163,8 +172,8 @@ class RunReport:
     skipped: bool
     shards: int
     extracted: list[str]
-    manifest: dict | None
-    parts: list[dict]
+    manifest: Manifest | None  # the published version's; None for a shard batch
+    parts: list[PartMeta]  # the parts this run extracted
     seconds: float
     warnings: list[str]
 
@@ -173,22 +182,19 @@ class StrictModeViolation(RuntimeError):
     pass
 
 
-def check_strict(spec: DatasetSpec, metas: list[dict], discovery: list[str] = ()) -> None:
+def check_strict(spec: DatasetSpec, metas: list[PartMeta], discovery: Sequence[str] = ()) -> None:
     if not spec.strict:
         return
-    drops: dict[str, int] = {"unreadable_path": len(discovery)} if discovery else {}
-    for m in metas:
-        for k, v in m["drops"].items():
-            drops[k] = drops.get(k, 0) + v
+    drops = merged_drops(metas, len(discovery))
     if drops:
-        first = next((w for w in discovery), "") or next((w for m in metas for w in m["warnings"]), "")
+        first = next((w for w in discovery), "") or next((w for m in metas for w in m.warnings), "")
         summary = ", ".join(f"{k}: {v}" for k, v in sorted(drops.items()))
         raise StrictModeViolation(f"dataset {spec.key!r} is strict and {sum(drops.values())} item(s) were skipped "
                                   f"({summary}); first: {first}")
 
 
 def extract_and_publish(plan: DatasetPlan, log: Log | None = None,
-                        on_part: Callable[[Shard, dict], None] | None = None) -> RunReport:
+                        on_part: OnPart | None = None) -> RunReport:
     """Bring every part up to date and publish, under the dataset lock."""
     spec = plan.spec
     started = time.monotonic()
@@ -201,10 +207,9 @@ def extract_and_publish(plan: DatasetPlan, log: Log | None = None,
             manifest = store.published_manifest()
             return RunReport(spec.key, True, len(plan.shards), [], manifest, [], time.monotonic() - started, [])
         metas_new = extract_parts(spec, stale, plan.workers, log, on_part)
-        metas = [store.read_part_meta(s.key) for s in plan.shards]
-        check_strict(spec, metas, plan.unreadable)
+        check_strict(spec, current_metas(spec, plan.shards, store), plan.unreadable)
         manifest = publish(spec, plan.shards, store, plan.unreadable)
-    warnings = list(plan.unreadable) + [w for m in metas_new for w in m["warnings"]]
+    warnings = list(plan.unreadable) + [w for m in metas_new for w in m.warnings]
     return RunReport(spec.key, False, len(plan.shards), [s.key for s in stale], manifest, metas_new,
                      time.monotonic() - started, warnings)
 
@@ -233,7 +238,7 @@ class ShardBatch:
 
 
 def extract_shard_batch(batch: ShardBatch, log: Log | None = None,
-                        on_part: Callable[[Shard, dict], None] | None = None) -> RunReport:
+                        on_part: OnPart | None = None) -> RunReport:
     """Extract the batch's stale parts (all when forced) under the dataset lock; `extracted/<key>`
     publishes them later. `RunReport.skipped` is true when every part was already current."""
     spec = batch.spec
@@ -244,6 +249,6 @@ def extract_shard_batch(batch: ShardBatch, log: Log | None = None,
         stale = [s for s in batch.shards if batch.force or not store.part_is_current(s)]
         metas = extract_parts(spec, stale, batch.workers, log, on_part)
     check_strict(spec, metas)
-    warnings = [w for m in metas for w in m["warnings"]]
+    warnings = [w for m in metas for w in m.warnings]
     return RunReport(spec.key, not stale, len(batch.shards), [s.key for s in stale], None, metas,
                      time.monotonic() - started, warnings)

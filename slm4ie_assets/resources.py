@@ -4,15 +4,16 @@ in sensors: `{"resources": {"extract": {"config": {"force": true, "max_workers":
 Defaults live on the class because run config replaces constructor values (DAGSTER_NOTES 3).
 """
 
-from typing import Optional
-
 from dagster import ConfigurableResource
 from pydantic import Field
 
 
 class ExtractSettings(ConfigurableResource):
-    force: bool = Field(default=False, description="Re-extract every shard and republish even when outputs are current.")
-    max_workers: Optional[int] = Field(
+    force: bool = Field(
+        default=False,
+        description="Re-extract every shard and republish even when outputs are current.",
+    )
+    max_workers: int | None = Field(
         default=None,
         description="Worker processes for this run; 0 = all cores; unset = extract.yaml's max_workers.",
     )

@@ -66,16 +66,17 @@ def uid(source: str, doc_id: str) -> str:
     return f"{source}:{doc_id}"
 
 
-def sentence_text(forms: list, space_after: list, start: int = 0, end: int | None = None) -> str:
-    """Rebuild a sentence from forms and spacing: a space after each token but the last unless
-    its space_after is false (ADDENDUM 5.2)."""
-    end = len(forms) if end is None else end
-    parts = []
-    for i in range(start, end):
-        parts.append(forms[i])
-        if i < end - 1 and space_after[i]:
-            parts.append(" ")
-    return "".join(parts)
+def sentence_text(forms: list | tuple, space_after: list | tuple, start: int = 0, end: int | None = None) -> str:
+    """THE sentence-rebuild rule, for the tokens forms[start:end]: each form, then one space unless
+    its space_after is false or it is the last token (ADDENDUM 5.2, 6.2). conllu calls it for a
+    sentence without `# text = `, tei for every sentence, so it stays one C-level join per call."""
+    if end is None:
+        end = len(forms)
+    last = end - 1
+    if last <= start:
+        return forms[start] if last == start else ""
+    pairs = zip(forms[start:last], space_after[start:last], strict=False)
+    return "".join([f + " " if s else f for f, s in pairs]) + forms[last]
 
 
 # ----------------------------------------------------------------------------- encoding

@@ -26,12 +26,14 @@ A tick finding the dataset lock held skips, leaving the cursor alone: a run is r
 import base64
 import hashlib
 import zlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from dagster import (
     AddDynamicPartitionsRequest,
     AssetSelection,
     AutomationConditionSensorDefinition,
+    DagsterInstance,
     DefaultSensorStatus,
     DeleteDynamicPartitionsRequest,
     RunRequest,
@@ -45,10 +47,10 @@ from dagster import (
 from .assets import SHARD_EVENT_LIMIT, extracted_key, partitions_name, shards_key
 from .catalog import Catalog, DatasetSpec
 from .locks import LockTimeout, dataset_lock
-from .parts import DatasetStore
 from .pipeline import lock_path, unpack
 from .shards import Shard, list_shards
 from .stale_runs import reap_dead_runs
+from .store import DatasetStore
 
 BUCKETS = 64
 _DIGEST = 8
@@ -91,7 +93,7 @@ def decode_cursor(cursor: str | None, recipe: str) -> bytes | None:
     return raw if len(raw) == BUCKETS * _DIGEST else None
 
 
-def _digest(items) -> str:
+def _digest(items: Iterable[str]) -> str:
     h = hashlib.sha1()
     for item in items:
         h.update(_b(item))
@@ -117,7 +119,7 @@ class WatchDiff:
         return not (self.new_current or self.new_stale or self.changed or self.gone)
 
 
-def diff_raw(spec: DatasetSpec, shards: list[Shard], registered: list[str], cursor: str | None) -> WatchDiff:
+def diff_raw(spec: DatasetSpec, shards: list[Shard], registered: Sequence[str], cursor: str | None) -> WatchDiff:
     """Compare the planned shards with the registered partitions and the previous cursor."""
     store = DatasetStore(spec)
     digests = bucket_digests(shards)
@@ -176,7 +178,7 @@ def run_requests_for(spec: DatasetSpec, diff: WatchDiff) -> list[RunRequest]:
 
 def sensor_result(spec: DatasetSpec, diff: WatchDiff) -> SensorResult:
     name = partitions_name(spec.key)
-    partition_requests = []
+    partition_requests: list[AddDynamicPartitionsRequest | DeleteDynamicPartitionsRequest] = []
     added = diff.new_current + [s.key for s in diff.new_stale]  # the shards to extract end up contiguous, last
     if added:
         partition_requests.append(AddDynamicPartitionsRequest(name, added))
@@ -191,7 +193,13 @@ def sensor_result(spec: DatasetSpec, diff: WatchDiff) -> SensorResult:
                         skip_reason=skip)
 
 
-def evaluate_raw(spec: DatasetSpec, catalog: Catalog, instance, cursor: str | None, log=None) -> SensorResult | SkipReason:
+def evaluate_raw(
+    spec: DatasetSpec,
+    catalog: Catalog,
+    instance: DagsterInstance,
+    cursor: str | None,
+    log: Callable[[str], None] | None = None,
+) -> SensorResult | SkipReason:
     """One tick for `spec`: unpack, list, diff, under the dataset lock (never waiting for it)."""
     if not spec.raw_dir.is_dir():
         return SkipReason(f"{spec.key}: raw folder {spec.raw_dir} does not exist")
@@ -202,7 +210,9 @@ def evaluate_raw(spec: DatasetSpec, catalog: Catalog, instance, cursor: str | No
             registered = instance.get_dynamic_partitions(partitions_name(spec.key))
             diff = diff_raw(spec, shards, registered, cursor)
     except LockTimeout:
-        return SkipReason(f"{spec.key}: a run holds the dataset lock (parts are being rewritten); looking again next tick")
+        return SkipReason(
+            f"{spec.key}: a run holds the dataset lock (parts are being rewritten); looking again next tick"
+        )
     return sensor_result(spec, diff)  # unpack has logged its warnings
 
 

@@ -23,9 +23,9 @@ run goes on.
 import multiprocessing
 import os
 import socket
-from typing import Callable
+from collections.abc import Callable
 
-from dagster import DagsterRunStatus, RunsFilter
+from dagster import AssetExecutionContext, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
 HOST_TAG = "slm4ie/host"
 PID_TAG = "slm4ie/pid"
@@ -34,7 +34,7 @@ RUN_TAG = "slm4ie/process_run"  # the run the three above were recorded by
 ACTIVE = (DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING)
 
 Log = Callable[[str], None]
-_recorded: set = set()  # run ids this process has tagged (steps of one run share the process)
+_recorded: set[str] = set()  # run ids this process has tagged (steps of one run share the process)
 
 
 def _boot_id() -> str:
@@ -64,7 +64,7 @@ def process_start(pid: int) -> str:
     return f"{_boot_id()}/{stat[1]}" if stat else ""
 
 
-def process_tags(run_id: str) -> dict:
+def process_tags(run_id: str) -> dict[str, str]:
     pid = os.getpid()
     return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), START_TAG: process_start(pid), RUN_TAG: run_id}
 
@@ -85,7 +85,7 @@ def process_is_alive(pid: int, start: str) -> bool:
     return True
 
 
-def record_run_process(instance, run) -> bool:
+def record_run_process(instance: DagsterInstance, run: DagsterRun) -> bool:
     """Tag `run` with the process executing it, once per run and process; False when not recorded
     (already done, or this is a step child process that ends before the run does)."""
     if run.run_id in _recorded or multiprocessing.parent_process() is not None:
@@ -97,7 +97,7 @@ def record_run_process(instance, run) -> bool:
     return True
 
 
-def _dead_process(run) -> tuple[int, str] | None:
+def _dead_process(run: DagsterRun) -> tuple[int, str] | None:
     """(pid, host) of `run`'s recorded process when that process is gone, else None."""
     tags = run.tags
     if tags.get(RUN_TAG) != run.run_id:
@@ -113,39 +113,39 @@ def _dead_process(run) -> tuple[int, str] | None:
     return pid, tags[HOST_TAG]
 
 
-def reap_dead_runs(instance, log: Log | None = None) -> list[str]:
+def reap_dead_runs(instance: DagsterInstance, log: Log | None = None) -> list[str]:
     """Mark this host's active runs whose recorded process is gone as failed (canceled when a
     cancel was pending), so they free their pool slot. Returns their run ids."""
     host = socket.gethostname()
-    reaped = []
+    reaped: list[str] = []
     for run in instance.get_runs(filters=RunsFilter(statuses=list(ACTIVE), tags={HOST_TAG: host})):
         dead = _dead_process(run)
         if dead is None:
             continue
         # the process is gone, so the status read now is final: a run that ended normally meanwhile
         # has written its end event before exiting and is left alone
-        run = instance.get_run_by_id(run.run_id)
-        if run is None or run.status not in ACTIVE:
+        current = instance.get_run_by_id(run.run_id)
+        if current is None or current.status not in ACTIVE:
             continue
-        pid, host = dead
-        message = (f"slm4ie: the process executing this run (pid {pid} on {host}) is gone: it was killed "
-                   f"(SIGKILL, out of memory, shutdown) or crashed while the run was {run.status.value}. "
+        pid, run_host = dead  # the same as `host`: the filter matched it
+        message = (f"slm4ie: the process executing this run (pid {pid} on {run_host}) is gone: it was killed "
+                   f"(SIGKILL, out of memory, shutdown) or crashed while the run was {current.status.value}. "
                    "Marked as ended so the run no longer holds its concurrency pool slot and queued runs can "
                    "start. Published outputs are unaffected: an interrupted run never changes them, and the "
                    "next run of each dataset removes what it left behind.")
-        if run.status == DagsterRunStatus.CANCELING:
-            instance.report_run_canceled(run, message)
+        if current.status == DagsterRunStatus.CANCELING:
+            instance.report_run_canceled(current, message)
             outcome = "canceled"
         else:
-            instance.report_run_failed(run, message)
+            instance.report_run_failed(current, message)
             outcome = "failed"
-        reaped.append(run.run_id)
+        reaped.append(current.run_id)
         if log is not None:
-            log(f"run {run.run_id} marked {outcome}: its process (pid {pid} on {host}) is gone")
+            log(f"run {current.run_id} marked {outcome}: its process (pid {pid} on {run_host}) is gone")
     return reaped
 
 
-def before_extraction(context) -> None:
+def before_extraction(context: AssetExecutionContext) -> None:
     """Called by each extraction step before it takes work: record this run's process, and on the
     run's first step here free the slots of runs whose process died. Housekeeping only: an error
     here is logged, never fails the extraction."""

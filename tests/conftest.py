@@ -95,7 +95,7 @@ class Result:
 
     @property
     def drops(self) -> dict:
-        return self.manifest["drops"]
+        return self.manifest.drops
 
     @property
     def warnings(self) -> list:

@@ -1,4 +1,4 @@
-"""extract.yaml loading and validation (issue 2 item 2, D15, ADDENDUM 8.1)."""
+"""extract.yaml loading and validation (README, "Config reference"; D15, ADDENDUM 8.1)."""
 
 import re
 

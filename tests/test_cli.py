@@ -1,4 +1,4 @@
-"""The literal CLI, run as a user types it, in real subprocesses (issue 2 items 3-4, Done-when)."""
+"""The literal CLI, run as a user types it, in real subprocesses (README, "The command line")."""
 
 import json
 import shutil

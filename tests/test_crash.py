@@ -1,4 +1,4 @@
-"""Crash safety: SIGKILL a materializing process at many moments (issue 2; D17).
+"""Crash safety: SIGKILL a materializing process at many moments (README "Guarantees" 1; D17).
 
 After every kill the published pair is either the complete previous version or the complete new one,
 the manifest agrees with the files, and the next run completes and removes every leftover.
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.parts import DatasetStore
 from slm4ie_assets.pipeline import extract_dataset
+from slm4ie_assets.store import DatasetStore
 
 from conftest import write_config, write_files
 
@@ -110,7 +110,7 @@ def run_kills(tmp_path: Path, points: int, seed: int) -> None:
         assert state in (expected_before, expected_after), f"kill {i} at {delay:.2f}s left a mixed or partial pair"
         seen["new" if state == new else "old"] += 1
         manifest = DatasetStore(spec).published_manifest()
-        assert manifest["docs"] == state[0].count(b"\n") == state[1].count(b"\n")
+        assert manifest.docs == state[0].count(b"\n") == state[1].count(b"\n")
         extract_dataset(spec, cat, workers=1)
         assert snapshot(spec) == expected_after
         assert_no_leftovers(spec)

@@ -1,4 +1,4 @@
-"""End to end under the real `dagster-daemon` (ARCHITECTURE "asset graph", DAGSTER_NOTES 2 and 10): with
+"""End to end under the real `dagster-daemon` (docs/architecture.md "The asset graph", DAGSTER_NOTES 2 and 10): with
 the sensors on, a file dropped into raw/<key>/ is registered, extracted alone and republished by the
 automation sensor; untouched shards are not re-extracted and the output equals a fresh extraction."""
 
@@ -14,7 +14,7 @@ from dagster._core.scheduler.instigation import InstigatorType
 
 from conftest import VENV_BIN, dagster_env, write_files
 from slm4ie_assets.assets import partitions_name
-from slm4ie_assets.parts import DatasetStore
+from slm4ie_assets.store import DatasetStore
 from test_partitions import Project, part_meta_mtimes
 
 DAGSTER_YAML = """\
@@ -82,7 +82,7 @@ def test_daemon_sensor_extracts_a_dropped_file_and_republishes(tmp_path, request
 
         def republished():
             m = store.published_manifest()
-            return m is not None and "d2b.txt" in [k for k, _ in m["shards"]]
+            return m is not None and "d2b.txt" in [k for k, _ in m.shards]
 
         _wait("the republish with the new file", republished, deadline, log)
         _wait("the publish run to finish", lambda: not instance.get_run_records(

@@ -1,4 +1,4 @@
-"""extracted/<key> through Dagster with a real instance: metadata, logs, skip and force (issue 2 items 6, 8)."""
+"""extracted/<key> through Dagster with a real instance: metadata, logs, skip and force."""
 
 import json
 
@@ -112,7 +112,7 @@ def test_load_input_hands_downstream_the_version_folder_so_a_republish_cannot_mi
     assert published.text_path == version / "news.jsonl" and not published.text_path.is_symlink()
     assert published.sidecar_path == version / "news.annotations.jsonl.gz"
     assert published.text_path.read_bytes() == (tmp_path / "out/news.jsonl").read_bytes()
-    assert published.manifest["docs"] == 3
+    assert published.manifest.docs == 3
 
     with open(published.text_path, "rb") as text:  # a downstream step reading while the dataset republishes
         write_files(tmp_path / "raw/news", {"f.jsonl": records("new")})

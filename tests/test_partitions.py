@@ -1,4 +1,4 @@
-"""shards/<key> dynamic partitions and extracted/<key>'s partition bookkeeping (ARCHITECTURE "asset graph",
+"""shards/<key> dynamic partitions and extracted/<key>'s partition bookkeeping (docs/architecture.md "The asset graph",
 DAGSTER_NOTES 2 and 5, D2, D17, D18). Real runs on a real sqlite instance in a temp DAGSTER_HOME."""
 
 import gzip
@@ -15,9 +15,9 @@ from slm4ie_assets.assets import extracted_key, partitions_name, shards_key
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.definitions import build_definitions
 from slm4ie_assets.io_manager import ExtractIOManager
-from slm4ie_assets.parts import DatasetStore
 from slm4ie_assets.pipeline import extract_dataset
 from slm4ie_assets.resources import ExtractSettings
+from slm4ie_assets.store import DatasetStore
 
 
 class Project:
@@ -211,7 +211,7 @@ def test_a_partition_range_is_one_run_extracting_every_shard_in_the_pool(project
     md = output_metadata(res, shards_key("kas"))
     assert (md["shards"], md["shards_extracted"], md["documents"]) == (4, 4, 4)
     store = DatasetStore(project.spec("kas"))
-    assert all(store.read_part_meta(k)["docs"] == 1 for k in keys)
+    assert all(store.read_part_meta(k).docs == 1 for k in keys)
 
 
 @pytest.mark.parametrize("key, expect", [
@@ -259,9 +259,9 @@ def test_grouped_shards_are_the_partitions_and_the_output_is_unchanged(tmp_path,
     keys = instance.get_dynamic_partitions(partitions_name("g"))
     assert 4 <= len(keys) < 60  # about 60 / 8 groups
     manifest = DatasetStore(project.spec("g")).published_manifest()
-    assert [k for k, _ in manifest["shards"]] == keys
+    assert [k for k, _ in manifest.shards] == keys
     touch(project.raw("g") / "d33/f033.txt", "spremenjen 33\n")
-    group = next(k for k, _ in reversed(manifest["shards"]) if k == "%head" or k <= "d33/f033.txt")
+    group = next(k for k, _ in reversed(manifest.shards) if k == "%head" or k <= "d33/f033.txt")
     res = project.materialize(instance, AssetSelection.assets(shards_key("g")), partition_key=group)
     assert output_metadata(res, shards_key("g"))["shards_extracted"] == 1
     project.publish(instance, "g")

@@ -1,4 +1,4 @@
-"""Parts, publishing and skip-unless-force (ADDENDUM 8.2, 8.4; D2, D17, D18; issue 2 items 5-6)."""
+"""Parts, publishing and skip-unless-force (ADDENDUM 8.2, 8.4; D2, D17, D18)."""
 
 import gzip
 import json
@@ -7,8 +7,8 @@ import os
 import pytest
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.parts import DatasetStore
 from slm4ie_assets.pipeline import MissingRawDir, StrictModeViolation, extract_dataset
+from slm4ie_assets.store import DatasetStore
 
 from conftest import read_jsonl, read_sidecar, write_config, write_files
 
@@ -122,8 +122,8 @@ def test_published_files_point_into_the_current_version_with_a_manifest(tmp_path
     store = DatasetStore(spec)
     assert spec.text_path.is_symlink() and spec.text_path.resolve().parent == store.current.resolve()
     manifest = store.published_manifest()
-    assert manifest["docs"] == 1 and manifest["has_sidecar"] and manifest["sidecar_lines"] == 1
-    assert manifest["shards"] == [["a.jsonl", manifest["shards"][0][1]]]
+    assert manifest.docs == 1 and manifest.has_sidecar and manifest.sidecar_lines == 1
+    assert manifest.shards == (("a.jsonl", manifest.shards[0][1]),)
     assert len(gzip.decompress(spec.sidecar_path.read_bytes()).splitlines()) == 1
 
 
@@ -153,23 +153,23 @@ def test_duplicate_uids_counted_and_named(tmp_path):
     cat, spec = setup(tmp_path, {"a.jsonl": jl({"doc_id": "x", "text": "1"}, {"doc_id": "y", "text": "2"}),
                                  "b.jsonl": jl({"doc_id": "x", "text": "3"})})
     report = extract_dataset(spec, cat)
-    assert report.manifest["duplicate_uids"] == 1
-    assert report.manifest["duplicate_examples"] == ["k:x"]
+    assert report.manifest.duplicate_uids == 1
+    assert report.manifest.duplicate_examples == ("k:x",)
 
 
 def test_duplicate_counts_agree_between_the_set_and_the_sorted_paths(tmp_path, monkeypatch):
     """Both duplicate counters (a set for small datasets, a numpy sort above) count every repeat
     after the first and name the same five uids."""
-    import slm4ie_assets.parts as parts_mod
+    import slm4ie_assets.duplicates as duplicates_mod
 
     rows_a = [{"doc_id": f"d{i % 7}", "text": "t"} for i in range(20)]  # d0..d6 repeated
     rows_b = [{"doc_id": "d1", "text": "t"}, {"doc_id": "fresh", "text": "t"}]
     cat, spec = setup(tmp_path, {"a.jsonl": jl(*rows_a), "b.jsonl": jl(*rows_b)})
     answers = []
     for small_set in (10**9, 0):
-        monkeypatch.setattr(parts_mod, "_SMALL_UID_SET", small_set)
+        monkeypatch.setattr(duplicates_mod, "_SMALL_UID_SET", small_set)
         m = extract_dataset(spec, cat, force=True).manifest
-        answers.append((m["duplicate_uids"], m["duplicate_examples"]))
+        answers.append((m.duplicate_uids, m.duplicate_examples))
     assert answers[0] == answers[1]
     count, examples = answers[0]
     assert count == 20 - 7 + 1
@@ -248,5 +248,5 @@ def test_duplicate_examples_are_found_deep_in_a_part_and_named_in_document_order
                                                                     {"doc_id": "a7", "text": "y"}]
     cat, spec = setup(tmp_path, {"a.jsonl": jl(*a), "b.jsonl": jl(*b)})
     m = extract_dataset(spec, cat).manifest
-    assert m["duplicate_uids"] == 2
-    assert m["duplicate_examples"] == ["k:a7", "k:a1499"]
+    assert m.duplicate_uids == 2
+    assert m.duplicate_examples == ("k:a7", "k:a1499")

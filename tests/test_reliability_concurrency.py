@@ -1,4 +1,4 @@
-"""Concurrency (issue #8): two runs on the same dataset never corrupt each other; different
+"""Concurrency (README "Guarantees" 2): two runs on the same dataset never corrupt each other; different
 datasets run side by side freely.
 
 The per-dataset `flock` (locks.py) is taken around archive unpacking (the asset body) and around
@@ -21,9 +21,9 @@ import pytest
 from conftest import write_config
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.locks import dataset_lock
-from slm4ie_assets.parts import DatasetStore
 from slm4ie_assets.pipeline import extract_dataset, lock_path, unpack
 from slm4ie_assets.shards import list_shards
+from slm4ie_assets.store import DatasetStore
 from test_reliability_crash import (Cli, Project, assert_consistent, assert_no_leftovers, instance_home, snapshot)
 
 WAITING = "another run holds the dataset lock"

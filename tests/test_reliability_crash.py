@@ -1,4 +1,4 @@
-"""Crash safety (issue #8; D17, ARCHITECTURE "parts and publish"): no crash, kill or full disk ever
+"""Crash safety (README "Guarantees" 1; D17, docs/architecture.md "Parts and publish"): no crash, kill or full disk ever
 leaves a partial or mixed output visible, and the next run completes and removes every leftover.
 
 Three ways of dying are proven here (test_crash.py already kills plain-Python runs at random times):
@@ -44,8 +44,8 @@ import pytest
 from conftest import REPO, VENV_BIN, dagster_env, write_config
 from slm4ie_assets.archives import is_temp_name
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.parts import PARTIAL, DatasetStore, OutputWriteError
 from slm4ie_assets.pipeline import ShardBatch, extract_dataset, extract_shard_batch, plan_dataset, unpack
+from slm4ie_assets.store import PARTIAL, DatasetStore, OutputWriteError
 
 NS = 'xmlns="http://www.tei-c.org/ns/1.0"'
 DATASETS = {"c_jsonl": "jsonl", "c_text": "text", "c_conllu": "conllu", "c_tei": "tei"}
@@ -219,11 +219,11 @@ def assert_consistent(spec, allowed: dict, note: str) -> str:
     manifest = DatasetStore(spec).published_manifest()
     assert manifest is not None, f"{note}: {spec.key} has files but no manifest"
     text, side = state
-    assert manifest["docs"] == text.count(b"\n") and manifest["text_bytes"] == len(text), note
-    assert manifest["has_sidecar"] == (side is not None), note
+    assert manifest.docs == text.count(b"\n") and manifest.text_bytes == len(text), note
+    assert manifest.has_sidecar == (side is not None), note
     if side is not None:
-        assert manifest["sidecar_lines"] == side.count(b"\n") == manifest["docs"], note
-        assert manifest["sidecar_bytes"] == spec.sidecar_path.stat().st_size, note
+        assert manifest.sidecar_lines == side.count(b"\n") == manifest.docs, note
+        assert manifest.sidecar_bytes == spec.sidecar_path.stat().st_size, note
         text_uids = [json.loads(line)["uid"] for line in text.splitlines()]
         assert [json.loads(line)["uid"] for line in side.splitlines()] == text_uids, note
     current = DatasetStore(spec).current.resolve()
@@ -262,7 +262,7 @@ def phase_after_kill(spec, before: tuple, after: tuple) -> str:
     metas = {p.name.split(".")[0]: json.loads(p.read_bytes()) for p in store.parts.glob("*.meta.json")}
     if any(p.name.endswith(PARTIAL) or p.name.split(".")[0] not in metas for p in store.parts.iterdir()):
         return "extract"
-    published = {tuple(s) for s in (store.published_manifest() or {}).get("shards", [])}
+    published = set(manifest.shards) if (manifest := store.published_manifest()) else set()
     if any((m["shard"], m["fingerprint"]) not in published for m in metas.values()):
         return "extract"  # between parts: some parts of the new version are committed
     state = json.loads((store.state / "archives.json").read_bytes()) if (store.state / "archives.json").exists() else {}
@@ -546,7 +546,7 @@ def _fork_context():
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["slm4ie_assets.pipeline", "slm4ie_assets.archives", "slm4ie_assets.extractors.jsonl",
                                 "slm4ie_assets.extractors.text", "slm4ie_assets.extractors.conllu",
-                                "slm4ie_assets.extractors.tei", "numpy", __name__])
+                                "slm4ie_assets.extractors.tei.extractor", "numpy", __name__])
     return ctx
 
 

@@ -1,4 +1,4 @@
-"""Hostile and broken XML for the tei and macocu extractors (issue #8; D6, S3, ADDENDUM 3.2 / 4.6 / 6.1).
+"""Hostile and broken XML for the tei and macocu extractors (README "Guarantees" 3; D6, S3, ADDENDUM 3.2 / 4.6 / 6.1).
 
 Every attack file holds a good document before the attack and one after it. The whole set is
 extracted by the plain pipeline in a subprocess under resource limits (address space, CPU time, a
@@ -177,7 +177,7 @@ out = {}
 for key in ("tei", "macocu"):
     started = time.monotonic()
     report = extract_dataset(cat.dataset(key), cat, workers=1)
-    out[key] = {"seconds": time.monotonic() - started, "drops": report.manifest["drops"], "warnings": report.warnings}
+    out[key] = {"seconds": time.monotonic() - started, "drops": report.manifest.drops, "warnings": report.warnings}
 out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
 """
@@ -223,7 +223,7 @@ def test_no_secret_reaches_output_manifest_or_logs(hostile):
 def test_no_network_access_is_attempted(hostile):
     """DOCTYPE system ids, external entities, parameter entities, XInclude and stylesheet PIs that
     point at the network are never fetched: the listener sees no connection."""
-    from slm4ie_assets.extractors.tei_names import parser_options
+    from slm4ie_assets.extractors.xml.parser import parser_options
 
     assert hostile["connections"] == 0
     for huge in (False, True):
@@ -344,7 +344,7 @@ def test_pathological_json_is_a_named_skip_never_a_crash(tmp_path, extractor):
     cat = load_catalog(write_config(tmp_path, {"k": {"extractor": extractor, "domain": "test"}}))
     report = extract_dataset(cat.dataset("k"), cat, workers=1)
     ids = [r["doc_id"] for r in read_jsonl(tmp_path / "out" / "k.jsonl")]
-    drops = report.manifest["drops"]
+    drops = report.manifest.drops
     if extractor == "json":
         # one file is one JSON value: a file that cannot be decoded is skipped whole, the others are read
         assert ids == ["before", "nan", "surrogate", "after", "c"], ids

@@ -1,4 +1,4 @@
-"""Config and paths (issue #8): nothing a config, a partition key or the raw tree holds makes the
+"""Config and paths (README "Guarantees" 4): nothing a config, a partition key or the raw tree holds makes the
 pipeline write outside `extracted/` (or, for archive unpacking, outside `raw/<key>/`), and raw
 entries that cannot be read are reported, never followed forever or silently lost (D6, D15, D16,
 ADDENDUM 3.1).
@@ -24,8 +24,8 @@ import yaml
 
 from conftest import read_jsonl, write_config, write_files
 from slm4ie_assets.catalog import CatalogError, load_catalog, parse_catalog
-from slm4ie_assets.parts import DatasetStore
 from slm4ie_assets.pipeline import extract_dataset
+from slm4ie_assets.store import DatasetStore
 
 NS = 'xmlns="http://www.tei-c.org/ns/1.0"'
 
@@ -210,13 +210,13 @@ def test_d6_link_loops_broken_links_and_fifos_are_reported_never_followed(tmp_pa
     lines = read_jsonl(tmp_path / "out" / "k.jsonl")
     assert [r["text"] for r in lines] == ["besedilo a", "besedilo b"]
     manifest = report.manifest
-    assert manifest["drops"] == {"unreadable_path": 5}
+    assert manifest.drops == {"unreadable_path": 5}
     expected = {f"k/self{suffix}: a symbolic link loop", f"k/ping{suffix}: a symbolic link loop",
                 f"k/pong{suffix}: a symbolic link loop", f"k/gone{suffix}: a symbolic link whose target does not exist",
                 f"k/pipe{suffix}: not a regular file (a fifo)"}
     reported = {w.split(";")[0] for w in report.warnings if w.endswith("[unreadable_path]")}
     assert reported == expected
-    assert set(manifest["discovery_warnings"]) == {w for w in report.warnings if w.endswith("[unreadable_path]")}
+    assert set(manifest.discovery_warnings) == {w for w in report.warnings if w.endswith("[unreadable_path]")}
 
 
 def test_d6_strict_dataset_fails_on_an_unreadable_entry(tmp_path):
@@ -246,7 +246,7 @@ def test_addendum_3_1_symlinked_file_out_of_raw_is_read_but_a_linked_folder_is_n
     report = extract_dataset(cat.dataset("k"), cat, workers=1)
     lines = read_jsonl(tmp_path / "out" / "k.jsonl")
     assert [(r["doc_id"], r["text"]) for r in lines] == [("a:000000", "notri"), ("link:000000", "zunaj")]
-    assert report.manifest["drops"] == {}
+    assert report.manifest.drops == {}
     assert (outside / "x.txt").read_text() == "zunaj\n"  # read, never written
 
 
@@ -262,7 +262,7 @@ results = {}
 for key in sys.argv[2:]:
     try:
         r = extract_dataset(cat.dataset(key), cat, workers=1)
-        results[key] = {"drops": r.manifest["drops"], "warnings": r.warnings}
+        results[key] = {"drops": r.manifest.drops, "warnings": r.warnings}
     except Exception as exc:
         results[key] = {"error": f"{type(exc).__name__}: {exc}"}
 print(json.dumps(results))

@@ -1,5 +1,5 @@
 """raw/<key>/ sensors, the republish automation sensor and the forced re-extraction schedules
-(ARCHITECTURE "asset graph", DAGSTER_NOTES 2 and 10). Ticks run through `build_sensor_context` on a
+(docs/architecture.md "The asset graph", DAGSTER_NOTES 2 and 10). Ticks run through `build_sensor_context` on a
 real sqlite instance; the runs they request are executed for real and the published output is
 compared with a fresh full extraction of the same raw tree after every step (D2)."""
 

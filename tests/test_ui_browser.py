@@ -1,4 +1,4 @@
-"""The Dagster UI in a real browser (issue 9): `dagster dev` as `make ui` starts it, on a copy of
+"""The Dagster UI in a real browser (README, "The UI"): `dagster dev` as `make ui` starts it, on a copy of
 the sample corpus, driven by Playwright with Debian's chromium.
 
 A person opens extracted/news_txt, clicks Materialize (confirming the upstream dialog), sees the
@@ -163,7 +163,7 @@ def select_all_partitions(dialog, count: int, within: float = 120.0) -> None:
 
 
 def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
-    """issue 9: Materialize on extracted/news_txt from the asset page, the run succeeds, the file is
+    """README, "The UI": Materialize on extracted/news_txt from the asset page, the run succeeds, the file is
     published and the page shows its document count; then a backfill of every shards/news_txt
     partition launched from the partition dialog succeeds."""
     open_page(ui, page, "/asset-groups")

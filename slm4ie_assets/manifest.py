@@ -1,0 +1,52 @@
+"""The manifest of a published version: what `extracted/<key>` holds, read by the skip decision,
+the checks, the metadata and downstream assets.
+
+`manifest.json` lives in the version folder beside the files it describes; its keys, their order
+and their values are the published format and must stay exactly as they are.
+"""
+
+from dataclasses import dataclass
+
+import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """One published version (field order = key order in the file)."""
+
+    format: int
+    dataset: str
+    recipe: str
+    shards: tuple[tuple[str, str], ...]  # (shard key, input fingerprint), in shard order
+    files: int
+    docs: int
+    annotated_docs: int
+    tokens: int
+    sentences: int
+    text_bytes: int
+    sidecar_bytes: int
+    has_sidecar: bool
+    sidecar_lines: int
+    drops: dict[str, int]
+    discovery_warnings: tuple[str, ...]
+    repairs: dict[str, int]
+    duplicate_uids: int
+    duplicate_examples: tuple[str, ...]
+    published_at: str  # UTC, "%Y-%m-%dT%H:%M:%SZ"
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self, option=orjson.OPT_INDENT_2)  # fields in declaration order
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "Manifest":
+        """Raises ValueError (bad JSON), KeyError or TypeError (not a manifest) on a file it cannot read."""
+        d = orjson.loads(data)
+        return cls(
+            format=d["format"], dataset=d["dataset"], recipe=d["recipe"],
+            shards=tuple((key, fingerprint) for key, fingerprint in d["shards"]), files=d["files"],
+            docs=d["docs"], annotated_docs=d["annotated_docs"], tokens=d["tokens"], sentences=d["sentences"],
+            text_bytes=d["text_bytes"], sidecar_bytes=d["sidecar_bytes"], has_sidecar=d["has_sidecar"],
+            sidecar_lines=d["sidecar_lines"], drops=d["drops"], discovery_warnings=tuple(d["discovery_warnings"]),
+            repairs=d["repairs"], duplicate_uids=d["duplicate_uids"],
+            duplicate_examples=tuple(d["duplicate_examples"]), published_at=d["published_at"],
+        )

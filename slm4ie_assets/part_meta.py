@@ -1,0 +1,69 @@
+"""The meta file that commits a part: what one shard produced, read back by publish, the strict check
+and the Dagster layer.
+
+The JSON is the file format under `.slm4ie/<key>/parts/<id>.meta.json`: its keys, their order and
+their values must stay exactly as they are, or every existing part stops being current.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class PartMeta:
+    """One committed part (field order = key order in the file)."""
+
+    format: int
+    shard: str
+    files: tuple[str, ...]  # relative paths of the shard's input files
+    fingerprint: str
+    recipe: str
+    docs: int
+    annotated_docs: int
+    tokens: int
+    sentences: int
+    text_bytes: int
+    input_bytes: int
+    has_annotations: bool  # the part has an `.ann.gz` sidecar part
+    drops: dict[str, int]
+    warnings: tuple[str, ...]
+    repairs: dict[str, int]
+    seconds: float
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self)  # a dataclass serializes its fields in declaration order
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "PartMeta":
+        """Raises ValueError (bad JSON), KeyError or TypeError (not a part meta) on a file it cannot read."""
+        d = orjson.loads(data)
+        return cls(
+            format=d["format"], shard=d["shard"], files=tuple(d["files"]), fingerprint=d["fingerprint"],
+            recipe=d["recipe"], docs=d["docs"], annotated_docs=d["annotated_docs"], tokens=d["tokens"],
+            sentences=d["sentences"], text_bytes=d["text_bytes"], input_bytes=d["input_bytes"],
+            has_annotations=d["has_annotations"], drops=d["drops"], warnings=tuple(d["warnings"]),
+            repairs=d["repairs"], seconds=d["seconds"],
+        )
+
+
+def add_counts(total: dict[str, int], counts: dict[str, int]) -> None:
+    """Add `counts` into `total`; new keys are appended, so the order of first appearance is kept."""
+    for reason, n in counts.items():
+        total[reason] = total.get(reason, 0) + n
+
+
+def merged_drops(metas: Iterable[PartMeta], unreadable_paths: int = 0) -> dict[str, int]:
+    """The drop ledger of several parts; raw entries that could not be listed come first (D6)."""
+    drops = {"unreadable_path": unreadable_paths} if unreadable_paths else {}
+    for meta in metas:
+        add_counts(drops, meta.drops)
+    return drops
+
+
+def merged_repairs(metas: Iterable[PartMeta]) -> dict[str, int]:
+    repairs: dict[str, int] = {}
+    for meta in metas:
+        add_counts(repairs, meta.repairs)
+    return repairs

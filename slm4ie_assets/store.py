@@ -1,0 +1,178 @@
+"""The on-disk layout of one dataset under the output folder, and its clean-up.
+
+Layout under `<output_dir>/`:
+
+    <key>.jsonl                  -> .slm4ie/<key>/current/<key>.jsonl          (symlink)
+    <key>.annotations.jsonl.gz   -> .slm4ie/<key>/current/<key>.annotations.jsonl.gz
+    .slm4ie/<key>/parts/         one part per shard: <id>.jsonl, <id>.ann.gz, <id>.uids, <id>.meta.json
+    .slm4ie/<key>/versions/<v>/  a complete published pair plus manifest.json
+    .slm4ie/<key>/current        -> versions/<v>   the commit point: one atomic rename swaps both files
+
+A part is committed by its `.meta.json`, written last; a publish by the rename of `current`.
+A reader therefore always sees a complete text file and the sidecar that belongs to it. Only
+`part_writer` and `publish` write here; this module names the paths and removes leftovers.
+"""
+
+import hashlib
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from .catalog import DatasetSpec
+from .manifest import Manifest
+from .part_meta import PartMeta
+from .shards import Shard
+
+STATE_DIR = ".slm4ie"
+PARTIAL = ".partial"
+MANIFEST = "manifest.json"
+# what reading a meta or manifest may meet instead: no file, a torn or foreign one
+READ_ERRORS = (OSError, ValueError, KeyError, TypeError)
+
+
+class OutputWriteError(OSError):
+    """Writing under the output folder failed (disk full, quota, I/O error). The message names the
+    dataset and the folder; what was published before stays as it was, and nothing half-written
+    is left behind."""
+
+    @classmethod
+    def of(cls, spec: DatasetSpec, where: Path, exc: OSError) -> "OutputWriteError":
+        message = (f"dataset {spec.key!r}: cannot write under {where}: {exc.strerror or exc}; "
+                   "the published output is unchanged")
+        return cls(exc.errno, message) if exc.errno is not None else cls(message)
+
+
+def partial(path: Path) -> Path:
+    """Where `path` is written before the rename that makes it appear whole."""
+    return path.with_name(path.name + PARTIAL)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the renames and links inside `path` survive a power cut."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """`path` holds `data` whole, durably, or keeps what it held (a `.partial` may be left on error)."""
+    tmp = partial(path)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_manifest(version: Path) -> Manifest:
+    """The manifest of a version folder; raises one of READ_ERRORS when there is none to read."""
+    return Manifest.from_json((version / MANIFEST).read_bytes())
+
+
+class PartPaths(NamedTuple):
+    text: Path  # the text lines, in document order
+    annotations: Path  # the gzipped sidecar lines; only when the part has annotations
+    uids: Path  # one 64-bit uid hash per text line (duplicate counting)
+    meta: Path  # written last: its presence commits the part
+
+
+class DatasetStore:
+    """Paths and state of one dataset under the output folder."""
+
+    def __init__(self, spec: DatasetSpec):
+        self.spec = spec
+        self.out = spec.output_dir
+        self.state = self.out / STATE_DIR / spec.key
+        self.parts = self.state / "parts"
+        self.versions = self.state / "versions"
+        self.current = self.state / "current"
+
+    # --- parts
+    def part_id(self, shard_key: str) -> str:
+        return hashlib.sha1(shard_key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+    def part_paths(self, shard_key: str) -> PartPaths:
+        base = self.parts / self.part_id(shard_key)
+        return PartPaths(base.with_suffix(".jsonl"), base.with_suffix(".ann.gz"), base.with_suffix(".uids"),
+                         base.with_suffix(".meta.json"))
+
+    def read_part_meta(self, shard_key: str) -> PartMeta | None:
+        try:
+            return PartMeta.from_json(self.part_paths(shard_key).meta.read_bytes())
+        except READ_ERRORS:
+            return None
+
+    def part_is_current(self, shard: Shard, meta: PartMeta | None = None) -> bool:
+        meta = meta if meta is not None else self.read_part_meta(shard.key)
+        return (meta is not None and meta.shard == shard.key and meta.fingerprint == shard.fingerprint
+                and meta.recipe == self.spec.recipe)
+
+    # --- published
+    def published_manifest(self) -> Manifest | None:
+        try:
+            return read_manifest(self.current)
+        except READ_ERRORS:
+            return None
+
+    def is_published(self, shards: list[Shard]) -> bool:
+        manifest = self.published_manifest()
+        return (manifest is not None and manifest.recipe == self.spec.recipe
+                and manifest.shards == tuple((s.key, s.fingerprint) for s in shards)
+                and self.spec.text_path.exists())
+
+    # --- clean-up
+    def cleanup(self, keep_keys: Iterable[str] | None = None) -> int:
+        """Remove what an interrupted run left behind (D17): partial files, uncommitted parts,
+        unpublished versions, and parts of shards no longer planned. Returns files removed."""
+        return (self._remove_stale_parts(keep_keys) + self._remove_unpublished_versions()
+                + self._remove_swap_leftovers() + self._retire_dangling_sidecar())
+
+    def _remove_stale_parts(self, keep_keys: Iterable[str] | None) -> int:
+        if not self.parts.is_dir():
+            return 0
+        removed = 0
+        committed = {p.name[: -len(".meta.json")] for p in self.parts.glob("*.meta.json")}
+        keep_ids = None if keep_keys is None else {self.part_id(k) for k in keep_keys}
+        for p in self.parts.iterdir():
+            pid = p.name.split(".", 1)[0]
+            if p.name.endswith(PARTIAL) or pid not in committed or (keep_ids is not None and pid not in keep_ids):
+                p.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+    def _remove_unpublished_versions(self) -> int:
+        live = os.readlink(self.current) if self.current.is_symlink() else None
+        if not self.versions.is_dir():
+            return 0
+        removed = 0
+        for v in self.versions.iterdir():
+            if live is None or Path(live).name != v.name:
+                shutil.rmtree(v, ignore_errors=True)
+                removed += 1
+        return removed
+
+    def _remove_swap_leftovers(self) -> int:
+        """Temporary links of a swap a kill interrupted (`publish` names them `<name>.link.partial`)."""
+        link_tmps = [self.current.with_name("current" + PARTIAL), self.current.with_name("current.link" + PARTIAL)]
+        link_tmps += [self.out / f"{p.name}.link{PARTIAL}" for p in (self.spec.text_path, self.spec.sidecar_path)]
+        removed = 0
+        for p in link_tmps:
+            if p.is_symlink() or p.exists():
+                p.unlink()
+                removed += 1
+        return removed
+
+    def _retire_dangling_sidecar(self) -> int:
+        """A kill right after the swap to a version without a sidecar leaves the old sidecar link,
+        dangling through `current` (D17: retired here even when the next run has nothing to do)."""
+        side = self.spec.sidecar_path
+        manifest = self.published_manifest()
+        if (manifest is not None and not manifest.has_sidecar and side.is_symlink()
+                and os.readlink(side) == f"{STATE_DIR}/{self.spec.key}/current/{side.name}"):
+            side.unlink()
+            return 1
+        return 0
