@@ -6,8 +6,9 @@ them on the hot path and the encoder writes them out without another pass.
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
