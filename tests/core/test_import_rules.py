@@ -1,0 +1,120 @@
+"""docs/architecture.md's "Modules and what each may import" table is the import rule of the package.
+
+Every package-internal import (top level or lazy, inside a function) must be allowed by the row of
+the importing module, so the page stays true to the code and a layering slip (an extractor reaching
+for the part writer, the core importing Dagster code) fails here instead of in review.
+"""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
+PACKAGE = REPO / "slm4ie_assets"
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+DAGSTER_LAYER_MARK = "any core module"
+EARLIER_ROWS_MARK = "the core modules above"
+
+
+def dotted(name: str) -> str:
+    """`extractors/xml/` or `archives/` or `store.py` -> `extractors.xml`, `archives`, `store`."""
+    return name.strip("`").removesuffix(".py").strip("/").replace("/", ".")
+
+
+def table_rows() -> list[tuple[list[str], str]]:
+    """(module names of column 1, column 3 text) for each row of the import table, in order."""
+    text = ARCHITECTURE.read_text()
+    section = text.split("## Modules and what each may import", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        rows.append(([dotted(n) for n in re.findall(r"`[^`]+`", cells[0])], cells[2]))
+    return rows
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def row_of(module: str, rows: list[tuple[list[str], str]]) -> int:
+    """Index of the row governing `module`: its own name, its package's row, or the format row."""
+    candidates = [module]
+    parts = module.split(".")
+    candidates += [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+    if parts[0] == "extractors" and len(parts) == 2:
+        candidates.append("extractors.<format>")
+    for candidate in candidates:
+        for index, (names, _) in enumerate(rows):
+            if candidate in names:
+                return index
+    raise AssertionError(f"{module} has no row in docs/architecture.md's import table")
+
+
+def internal_imports(path: Path, module: str) -> set[str]:
+    """Package modules imported by `path`, as dotted names relative to the package."""
+    package_parts = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package_parts[: len(package_parts) - node.level + 1]
+            target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            if node.module is None:
+                found.update(f"{target}.{alias.name}".strip(".") for alias in node.names)
+            else:
+                found.add(target)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("slm4ie_assets."):
+            found.add(node.module.removeprefix("slm4ie_assets."))
+    return {name for name in found if name}
+
+
+def allowed(target: str, importer: str, row: int, rows: list[tuple[list[str], str]]) -> bool:
+    names, rule = rows[row]
+    if any(target == n or target.startswith(n + ".") for n in names):
+        return True  # inside the importer's own package or row
+    if DAGSTER_LAYER_MARK in rule:
+        return True
+    permitted = [dotted(n) for n in re.findall(r"`[^`]+`", rule)]
+    if EARLIER_ROWS_MARK in rule:
+        permitted += [n for earlier, _ in rows[:row] for n in earlier]
+    return any(target == p or target.startswith(p + ".") for p in permitted)
+
+
+def package_modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent != PACKAGE)
+
+
+@pytest.mark.parametrize("path", package_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_follow_the_architecture_table(path: Path) -> None:
+    rows = table_rows()
+    module = module_name(path)
+    imported = internal_imports(path, module)
+    if not imported:
+        return  # e.g. a package's docstring-only __init__: nothing to govern
+    row = row_of(module, rows)
+    wrong = sorted(t for t in imported if not allowed(t, module, row, rows))
+    assert not wrong, (f"{module} imports {wrong}, which docs/architecture.md does not allow for it "
+                       f"(row {rows[row][0]}: {rows[row][1]!r}); fix the import or the table")
+
+
+def test_the_rule_can_fail() -> None:
+    rows = table_rows()
+    schema_row = row_of("schema", rows)
+    assert not allowed("part_writer", "schema", schema_row, rows)
+    assert not allowed("assets", "extractors.text", row_of("extractors.text", rows), rows)
+    assert allowed("extractors.base", "extractors.text", row_of("extractors.text", rows), rows)
+    assert allowed("store", "pipeline", row_of("pipeline", rows), rows)
+
+
+def test_every_row_names_a_real_module() -> None:
+    real = {module_name(p) for p in package_modules()}
+    for names, _ in table_rows():
+        for name in names:
+            if name == "extractors.<format>":
+                continue
+            assert name in real or any(r.startswith(name + ".") for r in real), f"{name} is not a module"
