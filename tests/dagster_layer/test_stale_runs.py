@@ -1,0 +1,176 @@
+"""Runs whose process died stop holding the extraction pool (README "Guarantees" 1; stale_runs.py).
+
+A real Dagster instance (the project's dagster.yaml: queued run coordinator, run-granularity pool
+`slm4ie_extract`) in a temporary DAGSTER_HOME, and a real child process that materializes
+extracted/<key> and is SIGKILLed inside the step. The slow CLI version is
+reliability/test_crash_kills.py::test_a_killed_cli_run_does_not_keep_holding_the_extraction_pool.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from dagster import (
+    AssetKey,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    RunsFilter,
+    build_sensor_context,
+)
+
+from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.definitions import build_definitions
+from slm4ie_assets.sensors import STALE_RUN_SENSOR
+from slm4ie_assets.stale_runs import (
+    HOST_TAG,
+    PID_TAG,
+    RUN_TAG,
+    START_TAG,
+    process_is_alive,
+    process_start,
+    process_tags,
+    reap_dead_runs,
+)
+from support.files import write_config, write_files
+from support.paths import REPO
+
+POOL = "slm4ie_extract"
+
+# Materializes extracted/k into the instance at argv[1] and stops inside the step, after the step
+# has recorded its process: it prints "ready" and sleeps until killed.
+CHILD = """
+import sys, time
+from dagster import AssetKey, DagsterInstance
+import slm4ie_assets.assets as assets
+from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.definitions import build_definitions
+
+def hang(*args, **kwargs):
+    print("ready", flush=True)
+    time.sleep(600)
+
+assets.unpack = hang
+instance = DagsterInstance.from_config(sys.argv[1])
+job = build_definitions(load_catalog(sys.argv[2])).resolve_implicit_global_asset_job_def()
+job.execute_in_process(instance=instance, asset_selection=[AssetKey(["extracted", "k"])])
+"""
+
+
+@pytest.fixture
+def project(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    text = (REPO / "dagster.yaml").read_text().replace("base_dir: .dagster", f"base_dir: {home / '.dagster'}")
+    (home / "dagster.yaml").write_text(text)
+    write_files(tmp_path / "raw" / "k", {"a.txt": "ena\n\ndva\n"})
+    config = write_config(tmp_path, {"k": {"extractor": "text", "domain": "test"}})
+    instance = DagsterInstance.from_config(str(home))
+    yield home, config, instance
+    instance.dispose()
+
+
+def killed_run(home: Path, config: Path, instance) -> DagsterRun:
+    """A run left STARTED by a SIGKILLed process, checked to be alive (and not reaped) before the kill."""
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(home), str(config)], stdout=subprocess.PIPE,
+                             text=True, cwd=REPO, start_new_session=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        [run] = instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.STARTED]))
+        assert run.tags[PID_TAG] == str(child.pid) and run.tags[RUN_TAG] == run.run_id
+        assert run.tags[START_TAG] == process_start(child.pid)
+        assert POOL in run.run_op_concurrency.all_pools  # the run holds the pool's only slot
+        assert reap_dead_runs(instance) == []  # alive: left alone
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert instance.get_run_by_id(run.run_id).status == DagsterRunStatus.STARTED  # what Dagster leaves
+    return run
+
+
+def assert_failed_with_reason(instance, run_id: str) -> None:
+    assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE
+    [failure] = instance.all_logs(run_id, of_type=DagsterEventType.RUN_FAILURE)
+    assert f"(pid {instance.get_run_by_id(run_id).tags[PID_TAG]} on" in failure.message
+    assert "is gone" in failure.message and "pool slot" in failure.message
+
+
+def test_the_stale_run_sensor_fails_a_run_whose_process_was_killed(project):
+    home, config, instance = project
+    run = killed_run(home, config, instance)
+    defs = build_definitions(load_catalog(config))
+    sensor = defs.get_sensor_def(STALE_RUN_SENSOR)
+    result = sensor(build_sensor_context(instance=instance))
+    assert run.run_id in result.skip_message
+    assert_failed_with_reason(instance, run.run_id)
+    assert reap_dead_runs(instance) == []  # once
+
+
+def test_the_next_extraction_step_frees_the_slot_before_taking_work(project):
+    home, config, instance = project
+    run = killed_run(home, config, instance)
+    job = build_definitions(load_catalog(config)).resolve_implicit_global_asset_job_def()
+    result = job.execute_in_process(instance=instance, asset_selection=[AssetKey(["extracted", "k"])])
+    assert result.success
+    assert_failed_with_reason(instance, run.run_id)
+    warnings = [e.message for e in instance.all_logs(result.run_id) if e.level == 30]
+    assert any(run.run_id in w and "its process" in w for w in warnings), warnings
+    assert instance.get_run_by_id(result.run_id).tags[PID_TAG] == str(os.getpid())
+
+
+def dead_pid() -> tuple[int, str]:
+    proc = subprocess.Popen(["sleep", "60"])
+    start = process_start(proc.pid)
+    proc.kill()
+    proc.wait()
+    return proc.pid, start
+
+
+def add_run(instance, status: DagsterRunStatus, tags: dict, own: bool = True) -> DagsterRun:
+    run = DagsterRun(job_name="j", status=status, tags=tags)
+    if own:
+        run = run.with_tags({**tags, RUN_TAG: run.run_id})
+    instance.add_run(run)
+    return run
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="process start times need /proc")
+def test_which_runs_are_judged_dead(project):
+    """Only active runs of this host whose own recorded process is gone; a reused pid (another start
+    time) is gone too; a pending cancel ends as canceled."""
+    _, _, instance = project
+    pid, start = dead_pid()
+    here = process_tags("x")
+    dead = {**here, PID_TAG: str(pid), START_TAG: start}
+    reused = {**here, START_TAG: here[START_TAG] + "0"}  # this live pid, another process start
+    failed = add_run(instance, DagsterRunStatus.STARTED, dead)
+    reused_run = add_run(instance, DagsterRunStatus.STARTED, reused)
+    canceling = add_run(instance, DagsterRunStatus.CANCELING, dead)
+    alive = add_run(instance, DagsterRunStatus.STARTED, here)
+    copied = add_run(instance, DagsterRunStatus.STARTED, {**dead, RUN_TAG: "the-parent-run"}, own=False)
+    elsewhere = add_run(instance, DagsterRunStatus.STARTED, {**dead, HOST_TAG: here[HOST_TAG] + "-other"})
+    finished = add_run(instance, DagsterRunStatus.SUCCESS, dead)
+    assert sorted(reap_dead_runs(instance)) == sorted([failed.run_id, reused_run.run_id, canceling.run_id])
+    status = {r.run_id: instance.get_run_by_id(r.run_id).status
+              for r in (failed, reused_run, canceling, alive, copied, elsewhere, finished)}
+    assert status == {failed.run_id: DagsterRunStatus.FAILURE, reused_run.run_id: DagsterRunStatus.FAILURE,
+                      canceling.run_id: DagsterRunStatus.CANCELED, alive.run_id: DagsterRunStatus.STARTED,
+                      copied.run_id: DagsterRunStatus.STARTED, elsewhere.run_id: DagsterRunStatus.STARTED,
+                      finished.run_id: DagsterRunStatus.SUCCESS}
+
+
+def test_process_identity_tells_a_reused_pid_apart():
+    me = os.getpid()
+    assert process_is_alive(me, process_start(me))
+    if os.path.isdir("/proc/self"):
+        assert not process_is_alive(me, process_start(me) + "0")
+    pid, start = dead_pid()
+    deadline = time.monotonic() + 5
+    while process_is_alive(pid, start) and time.monotonic() < deadline:  # reaped by wait(): gone at once
+        time.sleep(0.05)
+    assert not process_is_alive(pid, start)
