@@ -1,12 +1,15 @@
 """Hashes of the published files of every bench dataset, for "a refactor changes no output byte".
 
-    python -m bench.output_hashes [--scale 0.02] [--files 4] [--workers 1] [--data DIR] [--out FILE]
+    python -m bench.output_hashes [--scale 0.02] [--files 4] [--workers 1] [--split-bytes N] [--data DIR] [--out FILE]
 
 Generates the bench inputs (bench.generate, reused when already there), extracts every dataset
 with `extract_dataset(force=True)` into a fresh output folder and prints one line per published
 file: sha256, size, path. The manifest is hashed with `published_at` left out, because that field
 is the wall-clock time of the publish and is meant to differ between runs. Run it before and after
-a change and diff the two outputs; any difference is a changed output byte.
+a change and diff the two outputs; any difference is a changed output byte. `--split-bytes N` writes
+`split_bytes: N` into the generated extract.yaml: split files must give the same hashes as unsplit
+ones (docs/splitting.md), but for the manifest's shard list, so with it the manifest line hashes the
+manifest without `shards` too.
 """
 
 import argparse
@@ -21,6 +24,7 @@ from bench.generate import DATASETS, generate
 
 REPO = Path(__file__).resolve().parents[1]
 VOLATILE_MANIFEST_KEYS = ("published_at",)
+SPLIT_VOLATILE_KEYS = ("published_at", "shards")  # with --split-bytes: the range shards are listed
 
 
 def sha256_file(path: Path) -> str:
@@ -31,15 +35,15 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def manifest_digest(path: Path) -> str:
-    """The manifest's content without its publish time, as canonical JSON."""
+def manifest_digest(path: Path, volatile: tuple[str, ...] = VOLATILE_MANIFEST_KEYS) -> str:
+    """The manifest's content without its publish time (and what else `volatile` names), as canonical JSON."""
     content = json.loads(path.read_bytes())
-    for key in VOLATILE_MANIFEST_KEYS:
+    for key in volatile:
         content.pop(key, None)
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
-def published_lines(output_dir: Path, key: str) -> list[str]:
+def published_lines(output_dir: Path, key: str, volatile: tuple[str, ...] = VOLATILE_MANIFEST_KEYS) -> list[str]:
     lines = []
     for name in (f"{key}.jsonl", f"{key}.annotations.jsonl.gz"):
         path = output_dir / name
@@ -47,7 +51,8 @@ def published_lines(output_dir: Path, key: str) -> list[str]:
             lines.append(f"{sha256_file(path)} {path.stat().st_size:>11} {name}")
     manifest = output_dir / ".slm4ie" / key / "current" / "manifest.json"
     if manifest.exists():
-        lines.append(f"{manifest_digest(manifest)} {'-':>11} {key}/manifest.json (without published_at)")
+        lines.append(f"{manifest_digest(manifest, volatile)} {'-':>11} {key}/manifest.json "
+                     f"(without {' and '.join(volatile)})")
     return lines
 
 
@@ -58,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "slm4ie-hash-inputs")
     ap.add_argument("--out", type=Path, help="also write the lines to this file")
+    ap.add_argument("--split-bytes", type=int, help="write `split_bytes: N` into the generated extract.yaml")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
@@ -65,13 +71,18 @@ def main(argv: list[str] | None = None) -> int:
     from slm4ie_assets.pipeline import extract_dataset
 
     yaml_path = generate(args.data, scale=args.scale, files=args.files)
+    volatile = VOLATILE_MANIFEST_KEYS
+    if args.split_bytes is not None:
+        text = yaml_path.read_text()
+        yaml_path.write_text(text.replace("\ndatasets:\n", f"\nsplit_bytes: {args.split_bytes}\ndatasets:\n", 1))
+        volatile = SPLIT_VOLATILE_KEYS
     catalog = load_catalog(yaml_path)
     output_dir = catalog.dataset(next(iter(DATASETS))).output_dir
     shutil.rmtree(output_dir, ignore_errors=True)
     lines: list[str] = []
     for key in DATASETS:
         extract_dataset(catalog.dataset(key), catalog, force=True, workers=args.workers)
-        lines += published_lines(output_dir, key)
+        lines += published_lines(output_dir, key, volatile)
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.out:

@@ -11,9 +11,11 @@ from dagster import (
     AssetKey,
     AssetMaterialization,
     AssetsDefinition,
+    AssetSelection,
     AutomationCondition,
     BackfillPolicy,
     BetaWarning,
+    DataVersion,
     DynamicPartitionsDefinition,
     Failure,
     MetadataValue,
@@ -23,12 +25,17 @@ from dagster import (
 )
 
 from .catalog import Catalog, DatasetSpec
+from .column_schemas import COLUMN_SCHEMA, DOCUMENT_SCHEMA, SIDECAR_COLUMN_SCHEMA, SIDECAR_SCHEMA
+from .lineage import observe_raw_in_step, part_event_tags, raw_key, step_input_version
 from .locks import dataset_lock
+from .metadata import part_metadata
 from .part_meta import PartMeta
 from .pipeline import DatasetPlan, ShardBatch, effective_workers, lock_path, plan_dataset, require_raw_dir, unpack
 from .resources import ExtractSettings
 from .shards import Shard, check_shard_key, list_shards
 from .stale_runs import before_extraction
+from .user_errors import expected_errors_as_failures
+from .versions import batch_version, code_version, plan_version
 
 EXTRACT_POOL = "slm4ie_extract"
 GROUP = "extracted"
@@ -57,10 +64,14 @@ def shard_partitions(key: str) -> DynamicPartitionsDefinition:
     return DynamicPartitionsDefinition(name=partitions_name(key))
 
 
-def publish_condition() -> AutomationCondition:
+def publish_condition(key: str) -> AutomationCondition:
     """Eager, minus "no dependency partition missing": extracted/<key> brings every shard up to date
-    itself, and shards it built in bulk (or found current) are never materialized as partitions."""
-    return AutomationCondition.eager().without(~AutomationCondition.any_deps_missing())
+    itself, and shards it built in bulk (or found current) are never materialized as partitions.
+    A new `raw/<key>` observation alone starts nothing: the raw sensor already requests the runs a
+    raw change needs (DAGSTER_NOTES 6); it only marks extracted/<key> stale in the UI."""
+    updated = AutomationCondition.any_deps_updated().ignore(AssetSelection.assets(raw_key(key)))
+    return (AutomationCondition.eager().without(~AutomationCondition.any_deps_missing())
+            .replace("any_deps_updated", updated))
 
 
 def _description(spec: DatasetSpec) -> str:
@@ -79,6 +90,14 @@ def _shards_description(spec: DatasetSpec) -> str:
         "once the dataset outgrows `shard_group_threshold`). Materializing partitions extracts those shards "
         f"into their parts (skipped when current unless `force`); `extracted/{spec.key}` publishes them."
     )
+
+
+def versioned_output(value: DatasetPlan | ShardBatch, version: str) -> Output:
+    """The output with its data version (versions.py). `Output(data_version=)` is beta in 1.13 and
+    warns on every run; the warning says nothing to an operator."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BetaWarning)
+        return Output(value, data_version=DataVersion(version))
 
 
 def sync_partitions(instance, key: str, planned: list[str]) -> tuple[list[str], list[str]]:
@@ -101,8 +120,11 @@ class ShardEventRecorder:
 
     def __init__(self, context: OutputContext, plan: DatasetPlan, limit: int | None = None):
         self.context = context
+        self.spec = plan.spec
         self.asset_key = shards_key(plan.spec.key)
         self.enabled = len(plan.stale) <= (SHARD_EVENT_LIMIT if limit is None else limit)
+        # the raw version this step's own provenance records (fetched when the step started)
+        self.raw_version = step_input_version(context, raw_key(plan.spec.key)) if self.enabled else None
         self.recorded = 0
         self.unrecorded = 0
 
@@ -112,9 +134,9 @@ class ShardEventRecorder:
             return
         self.context.log_event(AssetMaterialization(
             asset_key=self.asset_key, partition=shard.key,
-            description="rebuilt by extracted/" + self.asset_key.path[-1],
-            metadata={"documents": meta.docs, "files": len(meta.files), "text_bytes": meta.text_bytes,
-                      "skipped_items": sum(meta.drops.values()), "seconds": meta.seconds},
+            description="rebuilt by extracted/" + self.spec.key,
+            metadata=part_metadata(self.spec, meta, rebuilt=True),
+            tags=part_event_tags(self.spec, meta, self.raw_version),
         ))
         self.recorded += 1
 
@@ -122,8 +144,10 @@ class ShardEventRecorder:
 def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefinition:
     @asset(
         key=extracted_key(spec.key),
-        deps=[shards_key(spec.key)],
-        automation_condition=publish_condition(),
+        deps=[shards_key(spec.key), raw_key(spec.key)],
+        automation_condition=publish_condition(spec.key),
+        code_version=code_version(spec),
+        owners=list(spec.owners),
         group_name=GROUP,
         io_manager_key="extract_io",
         pool=EXTRACT_POOL,
@@ -137,8 +161,11 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
             "text_path": MetadataValue.path(str(spec.text_path)),
             "sidecar_path": MetadataValue.path(str(spec.sidecar_path)),
             "strict": spec.strict,
+            COLUMN_SCHEMA: MetadataValue.table_schema(DOCUMENT_SCHEMA),
+            SIDECAR_COLUMN_SCHEMA: MetadataValue.table_schema(SIDECAR_SCHEMA),
         },
     )
+    @expected_errors_as_failures
     def _extracted(context: AssetExecutionContext, extract: ExtractSettings) -> Output:
         before_extraction(context)  # record this run's process; free the pool slots of dead runs
         require_raw_dir(spec)
@@ -151,14 +178,17 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
         with dataset_lock(lock_path(spec), spec.key, log=context.log.info):
             unpack(spec, catalog, log=unpack_log)
         workers = effective_workers(extract.max_workers, catalog.max_workers)
-        plan = plan_dataset(spec, force=extract.force, workers=workers, group_threshold=catalog.shard_group_threshold)
+        plan = plan_dataset(spec, force=extract.force, workers=workers, group_threshold=catalog.shard_group_threshold,
+                            progress_seconds=extract.progress_seconds)
         added, deleted = sync_partitions(context.instance, spec.key, [s.key for s in plan.shards])
+        observe_raw_in_step(context, spec, plan.shards)
         context.log.info(
             f"{spec.key}: {len(plan.shards)} shard(s) ({len(added)} new, {len(deleted)} gone), "
             f"{len(plan.stale)} to extract, {'up to date' if plan.up_to_date else 'will publish'}; "
             f"{workers} worker(s)" + ("; force" if extract.force else "")
         )
-        return Output(plan)
+        # the version of what the IO manager publishes (or finds published): versions.py
+        return versioned_output(plan, plan_version(spec, plan.shards))
 
     return _extracted
 
@@ -169,7 +199,9 @@ def plan_shard_batch(context: AssetExecutionContext, spec: DatasetSpec, catalog:
     before_extraction(context)
     require_raw_dir(spec)
     keys = list(context.partition_keys)
-    by_key = {s.key: s for s in list_shards(spec, catalog.shard_group_threshold)}
+    shards = list_shards(spec, catalog.shard_group_threshold)
+    observe_raw_in_step(context, spec, shards)
+    by_key = {s.key: s for s in shards}
     unknown = [k for k in keys if k not in by_key]
     if unknown:
         invalid = []
@@ -183,15 +215,16 @@ def plan_shard_batch(context: AssetExecutionContext, spec: DatasetSpec, catalog:
             shown += f" and {len(unknown) - 10} more"
         raise Failure(
             description=(f"{spec.key}: no shard of {spec.raw_dir} has the partition key(s) {shown}: the file is "
-                         f"gone, was renamed, or the key was typed by hand. Materialize extracted/{spec.key} to "
-                         "resynchronise the partitions with the raw files."
+                         "gone, was renamed, or the key was typed by hand. What to do: materialize "
+                         f"extracted/{spec.key} to resynchronise the partitions with the raw files."
                          + "".join(f" {msg}." for msg in invalid[:3])),
             metadata={"unknown_keys": MetadataValue.json(unknown[:100])},
+            allow_retries=False,
         )
     workers = effective_workers(extract.max_workers, catalog.max_workers)
     context.log.info(f"{spec.key}: {len(keys)} shard partition(s) requested; {workers} worker(s)"
                      + ("; force" if extract.force else ""))
-    return ShardBatch(spec, [by_key[k] for k in keys], extract.force, workers)
+    return ShardBatch(spec, [by_key[k] for k in keys], extract.force, workers, extract.progress_seconds)
 
 
 def build_shards_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefinition:
@@ -200,6 +233,9 @@ def build_shards_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefinition:
 
         @asset(
             key=shards_key(spec.key),
+            deps=[raw_key(spec.key)],
+            code_version=code_version(spec),
+            owners=list(spec.owners),
             partitions_def=shard_partitions(spec.key),
             backfill_policy=BackfillPolicy.single_run(),
             group_name=SHARDS_GROUP,
@@ -209,9 +245,12 @@ def build_shards_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefinition:
             kinds={"python"},
             tags={"slm4ie/extractor": spec.extractor, "slm4ie/domain": spec.domain},
             metadata={"extractor": spec.extractor, "domain": spec.domain,
-                      "raw_dir": MetadataValue.path(str(spec.raw_dir))},
+                      "raw_dir": MetadataValue.path(str(spec.raw_dir)),
+                      COLUMN_SCHEMA: MetadataValue.table_schema(DOCUMENT_SCHEMA)},
         )
+        @expected_errors_as_failures
         def _shards(context: AssetExecutionContext, extract: ExtractSettings) -> Output:
-            return Output(plan_shard_batch(context, spec, catalog, extract))
+            batch = plan_shard_batch(context, spec, catalog, extract)
+            return versioned_output(batch, batch_version(spec, batch.shards))
 
     return _shards

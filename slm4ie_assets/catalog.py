@@ -24,9 +24,11 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FORMAT_VERSION = 1  # bump when the bytes an extractor writes change for the same input
 
 _KEY_RE = re.compile(r"[A-Za-z0-9_]+")  # used with fullmatch: `$` would let a trailing newline through
-_TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "shard_group_threshold"}
-_DATASET_KEYS = {"extractor", "domain", "metadata", "strict", "watch", "watch_interval", "schedule"}
+_TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "shard_group_threshold", "split_bytes"}
+_DATASET_KEYS = {"extractor", "domain", "metadata", "strict", "watch", "watch_interval", "schedule", "owners",
+                 "split_bytes"}
 _ARCHIVE_KEYS = {"max_ratio", "max_bytes"}
+DEFAULT_SPLIT_BYTES = 256 * 1024**2  # a file over this is extracted as several ranges (docs/splitting.md)
 
 
 
@@ -51,6 +53,8 @@ class DatasetSpec:
     watch: bool = True
     watch_interval: int = 60
     schedule: str | None = None
+    owners: tuple[str, ...] = ()  # Dagster asset owners: e-mail addresses or `team:<name>`
+    split_bytes: int = DEFAULT_SPLIT_BYTES  # 0: files are never split; not in the recipe (same bytes)
     raw_dir: Path = Path()
     output_dir: Path = Path()
 
@@ -81,6 +85,7 @@ class Catalog:
     archives: ArchiveLimits = ArchiveLimits()
     shard_group_threshold: int = 1000
     datasets: dict = field(default_factory=dict)
+    split_bytes: int = DEFAULT_SPLIT_BYTES
 
     def dataset(self, key: str) -> DatasetSpec:
         try:
@@ -186,9 +191,20 @@ def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) 
         problems.add(("shard_group_threshold",), f"expected a whole number >= 1, got {threshold!r}")
         threshold = 1000
     limits = _archive_limits(doc.get("archives"), problems)
-    datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems)
+    split_bytes = _split_bytes(doc, (), DEFAULT_SPLIT_BYTES, problems)
+    datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, split_bytes)
     problems.raise_if_any(path)
-    return Catalog(path, input_dir, output_dir, max_workers, limits, threshold, datasets)
+    return Catalog(path, input_dir, output_dir, max_workers, limits, threshold, datasets, split_bytes)
+
+
+def _split_bytes(mapping: dict, where: KeyPath, default: int, problems: _Problems) -> int:
+    """`split_bytes`: a whole number of bytes >= 0 (0 turns splitting off), else the default."""
+    value = mapping.get("split_bytes", default)
+    if not _is_int(value) or value < 0:
+        problems.add(where + ("split_bytes",), f"expected a whole number of bytes >= 0 (0 = never split a file), "
+                                               f"got {value!r}")
+        return default
+    return value
 
 
 def _directory(doc: dict, name: str, default: str, base: Path, problems: _Problems) -> Path:
@@ -220,7 +236,8 @@ def _archive_limits(arch: Any, problems: _Problems) -> ArchiveLimits:
     return ArchiveLimits(float(ratio), int(mbytes))
 
 
-def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: _Problems) -> dict:
+def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: _Problems,
+                    split_bytes: int = DEFAULT_SPLIT_BYTES) -> dict:
     if raw_sets is None:
         return {}
     if not isinstance(raw_sets, dict):
@@ -228,13 +245,14 @@ def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: 
         return {}
     datasets: dict[str, DatasetSpec] = {}
     for key, entry in raw_sets.items():
-        spec = _parse_dataset(key, entry, input_dir, output_dir, problems)
+        spec = _parse_dataset(key, entry, input_dir, output_dir, problems, split_bytes)
         if spec is not None:
             datasets[key] = spec
     return datasets
 
 
-def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, problems: _Problems) -> DatasetSpec | None:
+def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, problems: _Problems,
+                   split_bytes: int = DEFAULT_SPLIT_BYTES) -> DatasetSpec | None:
     where = ("datasets", key)
     if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
         problems.add(where, "dataset key must be letters, digits and underscores only "
@@ -265,6 +283,7 @@ def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, prob
         except ValueError as exc:
             problems.add_reported(where + ("metadata",), str(exc))
     settings = _dataset_settings(entry, where, problems)
+    settings["split_bytes"] = _split_bytes(entry, where, split_bytes, problems)
     if len(problems) > n_before:
         return None
     assert isinstance(extractor, str) and isinstance(domain, str)  # checked above, else a problem was added
@@ -294,7 +313,21 @@ def _dataset_settings(entry: dict, where: KeyPath, problems: _Problems) -> dict:
                                             f"month day-of-week) such as '0 3 * * 0', got {schedule!r}")
         schedule = None
     settings["schedule"] = schedule
+    settings["owners"] = _owners(entry.get("owners"), where, problems)
     return settings
+
+
+def _owners(value: Any, where: KeyPath, problems: _Problems) -> tuple[str, ...]:
+    """Checked with Dagster's own rule here, so a bad owner is a located config error, not a load crash."""
+    if value is None:
+        return ()
+    from dagster._core.definitions.utils import is_valid_owner  # imported only when owners are set
+
+    if not isinstance(value, list) or not all(isinstance(v, str) and is_valid_owner(v) for v in value):
+        problems.add(where + ("owners",), "expected a list of owners, each an e-mail address or 'team:<name>', "
+                                          f"got {value!r}")
+        return ()
+    return tuple(value)
 
 
 def _is_valid_cron(value: Any) -> bool:

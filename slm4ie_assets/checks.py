@@ -7,7 +7,9 @@ consumer reads, not what the publish step believes it wrote:
   - valid_schema (ERROR): every line is valid JSON (D1) with the keys and types of ADDENDUM 2.1/2.2
     in that order, non-blank string text (D7), uid = source:doc_id;
   - unique_uids (WARN, D5): from the duplicate count the publish step took over all uids;
-  - no_drops (WARN, D6): the drop ledger of the published version is empty.
+  - no_drops (WARN, D6): the drop ledger of the published version is empty;
+  - sentences_match_text (WARN): on annotated documents, each sentence rebuilt from its forms and
+    space_after equals the document text, sentence by sentence (sentence_check.py defines it).
 The version is pinned by resolving `current` once, so a concurrent publish cannot mix two versions.
 """
 
@@ -31,12 +33,14 @@ from dagster import (
 from .assets import extracted_key
 from .catalog import DatasetSpec
 from .manifest import Manifest
+from .sentence_check import SentenceFindings, joins_with_newlines
 from .store import READ_ERRORS, DatasetStore, read_manifest
 
 ALIGNED = "sidecar_aligned"
 SCHEMA = "valid_schema"
 UNIQUE = "unique_uids"
 DROPS = "no_drops"
+SENTENCES = "sentences_match_text"
 EXAMPLES = 5
 
 TEXT_KEYS = ("text", "source", "domain", "doc_id", "uid")
@@ -70,6 +74,7 @@ class Findings:
     manifest: Manifest | None = None
     aligned: Problems = field(default_factory=Problems)
     schema: Problems = field(default_factory=Problems)
+    sentences: SentenceFindings = field(default_factory=SentenceFindings)
 
 
 def _text_problem(rec, spec: DatasetSpec) -> str | None:
@@ -162,6 +167,7 @@ def _stream_pair(f: Findings, spec: DatasetSpec, text_fh: Iterable[bytes], side_
     """One pass over the text lines and, beside them, the sidecar lines; `f.text_lines` is set only
     when the pass reaches the end."""
     key = spec.key
+    joined = joins_with_newlines(spec.extractor)
     n = 0
     for n, line in enumerate(text_fh, 1):
         if not line.endswith(b"\n"):
@@ -188,6 +194,8 @@ def _stream_pair(f: Findings, spec: DatasetSpec, text_fh: Iterable[bytes], side_
             continue
         if rec is not None and (ann["uid"] != rec["uid"] or ann["doc_id"] != rec["doc_id"]):
             f.aligned.add(f"line {n}: sidecar uid {ann['uid']!r} != text uid {rec['uid']!r}")
+        elif rec is not None and "forms" in ann:
+            f.sentences.add(rec["doc_id"], rec["text"], ann["forms"], ann["space_after"], ann["sentences"], joined)
     f.text_lines = n
     if side_iter is not None:
         extra = sum(1 for _ in side_iter)
@@ -208,7 +216,8 @@ def check_results(spec: DatasetSpec, f: Findings) -> list[AssetCheckResult]:
         why = f"{spec.key} has no published output yet ({spec.text_path}); materialize extracted/{spec.key}"
         return [AssetCheckResult(asset_key=asset_key, check_name=name, passed=False, severity=sev, description=why)
                 for name, sev in ((ALIGNED, AssetCheckSeverity.ERROR), (SCHEMA, AssetCheckSeverity.ERROR),
-                                  (UNIQUE, AssetCheckSeverity.WARN), (DROPS, AssetCheckSeverity.WARN))]
+                                  (UNIQUE, AssetCheckSeverity.WARN), (DROPS, AssetCheckSeverity.WARN),
+                                  (SENTENCES, AssetCheckSeverity.WARN))]
     results = []
     a = f.aligned
     results.append(AssetCheckResult(
@@ -244,7 +253,35 @@ def check_results(spec: DatasetSpec, f: Findings) -> list[AssetCheckResult]:
                      + "; the warnings naming file and line are in the materialization's logs and metadata"),
         metadata={"skipped_items": total, "drop_ledger": MetadataValue.json(drops)},
     ))
+    results.append(sentences_result(spec, f.sentences))
     return results
+
+
+def sentences_result(spec: DatasetSpec, s: SentenceFindings) -> AssetCheckResult:
+    rule = ("joined by newlines (ADDENDUM 5.2, 6.2)" if joins_with_newlines(spec.extractor)
+            else "in order, whitespace between (ADDENDUM 4.2)")
+    if not s.documents:
+        description = "no annotated documents: nothing to compare"
+    elif not s.mismatched_documents:
+        description = (f"all {s.sentences} sentences of {s.documents} annotated documents rebuilt from their "
+                       f"tokens equal the text, {rule}")
+    else:
+        description = _examples_md(
+            f"{s.mismatched_sentences} of {s.sentences} sentences ({s.sentence_rate:.2%}) in "
+            f"{s.mismatched_documents} of {s.documents} annotated documents differ from the text rebuilt from "
+            f"their tokens ({rule})", s.examples, s.mismatched_documents)
+        if spec.extractor == "conllu":
+            description += ("\n\nconllu skips multiword-token rows (IDs like `3-4`, ADDENDUM 5.1), so a sentence "
+                            "holding one rebuilds to its syntactic words, not to its `# text`.")
+    return AssetCheckResult(
+        asset_key=extracted_key(spec.key), check_name=SENTENCES, passed=s.mismatched_documents == 0,
+        severity=AssetCheckSeverity.WARN, description=description,
+        metadata={"annotated_documents": s.documents, "sentences": s.sentences,
+                  "mismatched_documents": s.mismatched_documents, "mismatched_sentences": s.mismatched_sentences,
+                  "mismatch_rate": MetadataValue.float(round(s.sentence_rate, 6)),
+                  "document_mismatch_rate": MetadataValue.float(round(s.document_rate, 6)),
+                  "examples": MetadataValue.json(s.examples)},
+    )
 
 
 def with_its_asset() -> AutomationCondition:
@@ -264,6 +301,9 @@ def build_extracted_checks(spec: DatasetSpec) -> AssetChecksDefinition:
                        description="No two documents share a uid (D5, warn)."),
         AssetCheckSpec(DROPS, asset=asset_key, automation_condition=auto,
                        description="Nothing was skipped while extracting (D6, warn)."),
+        AssetCheckSpec(SENTENCES, asset=asset_key, automation_condition=auto,
+                       description="Each sentence rebuilt from forms and space_after equals the document text, "
+                                   "sentence by sentence (annotated documents, warn)."),
     ]
 
     @multi_asset_check(specs=specs, name=f"{spec.key}_published_checks",

@@ -9,6 +9,7 @@ from .assets import build_extracted_asset, build_shards_asset
 from .catalog import Catalog, load_catalog
 from .checks import build_extracted_checks
 from .io_manager import ExtractIOManager
+from .lineage import build_raw_asset
 from .resources import ExtractSettings
 from .schedules import build_schedules
 from .sensors import build_automation_sensor, build_raw_sensor, build_stale_run_sensor
@@ -17,7 +18,8 @@ from .sensors import build_automation_sensor, build_raw_sensor, build_stale_run_
 def build_definitions(catalog: Catalog | None = None) -> Definitions:
     catalog = catalog or load_catalog()
     specs = list(catalog.datasets.values())
-    assets = [build_shards_asset(spec, catalog) for spec in specs]
+    assets: list = [build_raw_asset(spec, catalog) for spec in specs]  # external: observed by the raw sensors
+    assets += [build_shards_asset(spec, catalog) for spec in specs]
     assets += [build_extracted_asset(spec, catalog) for spec in specs]
     sensors = [build_raw_sensor(spec, catalog) for spec in specs]
     if specs:

@@ -12,9 +12,10 @@ from dagster import ConfigurableIOManager, InputContext, OutputContext
 from .assets import ShardEventRecorder
 from .catalog import DatasetSpec, load_catalog
 from .manifest import Manifest
-from .metadata import publish_metadata, shard_batch_metadata, skipped_metadata
-from .pipeline import DatasetPlan, ShardBatch, extract_and_publish, extract_shard_batch
+from .metadata import part_metadata, publish_metadata, shard_batch_metadata, skipped_metadata
+from .pipeline import DatasetPlan, RunReport, ShardBatch, extract_and_publish, extract_shard_batch
 from .store import READ_ERRORS, DatasetStore, read_manifest
+from .user_errors import expected_errors_as_failures
 
 MAX_LOGGED_WARNINGS = 50
 
@@ -36,6 +37,7 @@ class PublishedDataset:
 
 
 class ExtractIOManager(ConfigurableIOManager):
+    @expected_errors_as_failures
     def handle_output(self, context: OutputContext, obj: DatasetPlan | ShardBatch) -> None:
         if isinstance(obj, ShardBatch):
             return self._extract_shards(context, obj)
@@ -53,6 +55,8 @@ class ExtractIOManager(ConfigurableIOManager):
             context.log.info(f"{obj.spec.key}: {recorder.unrecorded} rebuilt shard(s) not recorded one by one as "
                              "shards/ partition materializations (bulk rebuild; see SHARD_EVENT_LIMIT)")
         context.add_output_metadata({"shard_events_recorded": recorder.recorded})
+        if recorder.recorded:  # this step's provenance must point past the partitions it just recorded
+            context.step_context.wipe_input_asset_version_info(recorder.asset_key)  # DAGSTER_NOTES 6
         for w in report.warnings[:MAX_LOGGED_WARNINGS]:
             context.log.warning(w)
         extra = sum(sum(m.drops.values()) for m in report.parts) - min(len(report.warnings), MAX_LOGGED_WARNINGS)
@@ -71,10 +75,25 @@ class ExtractIOManager(ConfigurableIOManager):
         context.log.info(f"{batch.spec.key}: {len(report.extracted)} of {len(batch.shards)} shard(s) extracted"
                          + ("" if report.extracted else " (all current; materialize with force to re-extract)"))
         context.add_output_metadata(shard_batch_metadata(batch, report))
+        record_partition_metadata(context, batch, report)
 
     def load_input(self, context: InputContext) -> PublishedDataset:
         key = context.asset_key.path[-1]
         return published_dataset(load_catalog().dataset(key))
+
+
+def record_partition_metadata(context: OutputContext, batch: ShardBatch, report: RunReport) -> None:
+    """Each partition of a shards/<key> step gets its own part's numbers (DAGSTER_NOTES 6): Dagster
+    merges partition-scoped asset metadata over the step's output metadata, event by event. The
+    call lives on the step context (`AssetExecutionContext.add_asset_metadata` is the same call)."""
+    store = DatasetStore(batch.spec)
+    rebuilt = dict(zip(report.extracted, report.parts, strict=True))
+    for shard in batch.shards:
+        meta = rebuilt.get(shard.key) or store.read_part_meta(shard.key)
+        if meta is None:  # only if the part vanished after the run: nothing true to report
+            continue
+        context.step_context.add_asset_metadata(part_metadata(batch.spec, meta, shard.key in rebuilt),
+                                                asset_key=context.asset_key, partition_key=shard.key)
 
 
 def published_dataset(spec: DatasetSpec) -> PublishedDataset:

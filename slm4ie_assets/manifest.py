@@ -2,12 +2,16 @@
 the checks, the metadata and downstream assets.
 
 `manifest.json` lives in the version folder beside the files it describes; its keys, their order
-and their values are the published format and must stay exactly as they are.
+and their values are the published format and must stay exactly as they are. (A manifest written
+before `lengths` existed does not parse, so that dataset is published once more: same text and
+sidecar bytes.)
 """
 
 from dataclasses import dataclass
 
 import orjson
+
+from .length_stats import LengthStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +37,7 @@ class Manifest:
     duplicate_uids: int
     duplicate_examples: tuple[str, ...]
     published_at: str  # UTC, "%Y-%m-%dT%H:%M:%SZ"
+    lengths: LengthStats  # characters and tokens per document, merged from the parts' histograms
 
     def to_json(self) -> bytes:
         return orjson.dumps(self, option=orjson.OPT_INDENT_2)  # fields in declaration order
@@ -49,4 +54,5 @@ class Manifest:
             sidecar_lines=d["sidecar_lines"], drops=d["drops"], discovery_warnings=tuple(d["discovery_warnings"]),
             repairs=d["repairs"], duplicate_uids=d["duplicate_uids"],
             duplicate_examples=tuple(d["duplicate_examples"]), published_at=d["published_at"],
+            lengths=LengthStats.from_json(d["lengths"]),
         )

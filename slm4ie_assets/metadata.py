@@ -1,17 +1,16 @@
 """Materialization metadata that people can read at a glance in the Dagster UI."""
 
-from itertools import islice
-from pathlib import Path
-
-import orjson
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
+from .catalog import DatasetSpec
+from .column_schemas import COLUMN_SCHEMA, DOCUMENT_SCHEMA, ROW_COUNT, SIDECAR_COLUMN_SCHEMA, SIDECAR_SCHEMA
+from .length_stats import PERCENTILES
 from .manifest import Manifest
-from .part_meta import merged_drops
+from .part_meta import PartMeta
 from .pipeline import DatasetPlan, RunReport, ShardBatch
+from .preview import length_rows, sample_documents, sample_markdown
+from .store import DatasetStore
 
-PREVIEW_DOCS = 3
-PREVIEW_CHARS = 240
 _LEDGER_SCHEMA = TableSchema(columns=[TableColumn("reason", "string"), TableColumn("skipped", "int")])
 
 
@@ -20,19 +19,25 @@ def drop_ledger_table(drops: dict) -> MetadataValue:
     return MetadataValue.table([TableRecord({"reason": r, "skipped": n}) for r, n in rows], schema=_LEDGER_SCHEMA)
 
 
-def preview(text_path: Path) -> MetadataValue:
-    """The first documents, shortened, so a reader sees what the dataset looks like."""
-    lines = []
-    try:
-        with open(text_path, "rb") as fh:
-            for raw in islice(fh, PREVIEW_DOCS):
-                rec = orjson.loads(raw)
-                text = rec["text"] if isinstance(rec["text"], str) else str(rec["text"])
-                short = text[:PREVIEW_CHARS].replace("\n", " ⏎ ") + ("…" if len(text) > PREVIEW_CHARS else "")
-                lines.append(f"- **{rec['doc_id']}**: {short}")
-    except OSError:
+def preview(spec: DatasetSpec, manifest: Manifest | None) -> MetadataValue:
+    """A fixed sample of documents spread over the dataset, with the first tokens of annotated
+    ones, so a reader sees what the dataset looks like (preview.py)."""
+    if manifest is None:
         return MetadataValue.md("(not published)")
-    return MetadataValue.md("\n".join(lines) if lines else "(no documents)")
+    return MetadataValue.md(sample_markdown(sample_documents(spec, manifest), manifest.docs, spec.text_path.name))
+
+
+_LENGTH_NOTE = "nearest rank; exact below 256, else within 0.4% (log buckets, length_stats.py)"
+_LENGTH_SCHEMA = TableSchema(columns=[
+    TableColumn("measure", "string"), TableColumn("documents", "int"), TableColumn("min", "int"),
+    *(TableColumn(f"p{q}", "int", description=_LENGTH_NOTE) for q in PERCENTILES), TableColumn("max", "int"),
+])
+
+
+def length_distribution_table(manifest: Manifest | None) -> MetadataValue:
+    """Characters per document and tokens per annotated document: min, percentiles, max."""
+    rows = [] if manifest is None else length_rows(manifest.lengths.characters, manifest.lengths.tokens)
+    return MetadataValue.table([TableRecord(r) for r in rows], schema=_LENGTH_SCHEMA)
 
 
 def _common(plan: DatasetPlan, manifest: Manifest | None) -> dict:
@@ -58,8 +63,11 @@ def _common(plan: DatasetPlan, manifest: Manifest | None) -> dict:
         "skipped_items": MetadataValue.int(sum(drops.values())),
         "drop_ledger": drop_ledger_table(drops),
         "duplicate_uids": MetadataValue.int(duplicates),
-        "text_path": MetadataValue.path(str(plan.spec.text_path)),
-        "preview": preview(plan.spec.text_path),
+        **output_paths(plan.spec, manifest),
+        ROW_COUNT: MetadataValue.int(docs),
+        COLUMN_SCHEMA: MetadataValue.table_schema(DOCUMENT_SCHEMA),
+        "preview": preview(plan.spec, manifest),
+        "length_distribution": length_distribution_table(manifest),
         "force": MetadataValue.bool(plan.force),
     }
 
@@ -95,19 +103,46 @@ def publish_metadata(plan: DatasetPlan, report: RunReport) -> dict:
     return md
 
 
+def output_paths(spec: DatasetSpec, manifest: Manifest | None) -> dict:
+    """The published files, as path metadata; the sidecar only when this version has one."""
+    paths: dict[str, MetadataValue] = {"text_path": MetadataValue.path(str(spec.text_path))}
+    if manifest is not None and manifest.has_sidecar:
+        paths["sidecar_path"] = MetadataValue.path(str(spec.sidecar_path))
+        paths[SIDECAR_COLUMN_SCHEMA] = MetadataValue.table_schema(SIDECAR_SCHEMA)
+    return paths
+
+
 def shard_batch_metadata(batch: ShardBatch, report: RunReport) -> dict:
-    """Totals for a `shards/<key>` run (one multi-partition step cannot report per partition)."""
-    drops = merged_drops(report.parts)
+    """What a `shards/<key>` run did as a whole. Dagster copies it onto every partition, so each
+    label says `batch_`; each partition's own numbers come from `part_metadata` (DAGSTER_NOTES 6)."""
     return {
-        "shards": MetadataValue.int(len(batch.shards)),
-        "shards_extracted": MetadataValue.int(len(report.extracted)),
-        "shards_up_to_date": MetadataValue.int(len(batch.shards) - len(report.extracted)),
-        "documents": MetadataValue.int(sum(m.docs for m in report.parts)),
-        "annotated_documents": MetadataValue.int(sum(m.annotated_docs for m in report.parts)),
-        "tokens": MetadataValue.int(sum(m.tokens for m in report.parts)),
-        "part_bytes": MetadataValue.int(sum(m.text_bytes for m in report.parts)),
-        "skipped_items": MetadataValue.int(sum(drops.values())),
-        "drop_ledger": drop_ledger_table(drops),
-        "duration_seconds": MetadataValue.float(round(report.seconds, 3)),
+        "batch_shards": MetadataValue.int(len(batch.shards)),
+        "batch_shards_extracted": MetadataValue.int(len(report.extracted)),
+        "batch_shards_up_to_date": MetadataValue.int(len(batch.shards) - len(report.extracted)),
+        "batch_documents_extracted": MetadataValue.int(sum(m.docs for m in report.parts)),
+        "batch_seconds": MetadataValue.float(round(report.seconds, 3)),
         "force": MetadataValue.bool(batch.force),
     }
+
+
+def part_metadata(spec: DatasetSpec, meta: PartMeta, rebuilt: bool) -> dict:
+    """One `shards/<key>` partition's own numbers, from its part meta (rebuilt now or already current)."""
+    paths = DatasetStore(spec).part_paths(meta.shard)
+    md = {
+        "rebuilt": MetadataValue.bool(rebuilt),
+        "documents": MetadataValue.int(meta.docs),
+        ROW_COUNT: MetadataValue.int(meta.docs),
+        "annotated_documents": MetadataValue.int(meta.annotated_docs),
+        "tokens": MetadataValue.int(meta.tokens),
+        "files": MetadataValue.int(len(meta.files)),
+        "text_bytes": MetadataValue.int(meta.text_bytes),
+        "input_bytes": MetadataValue.int(meta.input_bytes),
+        "skipped_items": MetadataValue.int(sum(meta.drops.values())),
+        "drop_ledger": drop_ledger_table(meta.drops),
+        "seconds": MetadataValue.float(round(meta.seconds, 3)),
+        "fingerprint": MetadataValue.text(meta.fingerprint),
+        "part_path": MetadataValue.path(str(paths.text)),
+    }
+    if meta.has_annotations:
+        md["part_sidecar_path"] = MetadataValue.path(str(paths.annotations))
+    return md

@@ -2,13 +2,16 @@
 and the Dagster layer.
 
 The JSON is the file format under `.slm4ie/<key>/parts/<id>.meta.json`: its keys, their order and
-their values must stay exactly as they are, or every existing part stops being current.
+their values must stay exactly as they are, or every existing part stops being current. (A meta
+written before `lengths` existed does not parse, so its part is extracted once more: same bytes, D2.)
 """
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
+
+from .length_stats import LengthStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,7 @@ class PartMeta:
     warnings: tuple[str, ...]
     repairs: dict[str, int]
     seconds: float
+    lengths: LengthStats  # characters and tokens per document, for the published distributions
 
     def to_json(self) -> bytes:
         return orjson.dumps(self)  # a dataclass serializes its fields in declaration order
@@ -44,7 +48,7 @@ class PartMeta:
             recipe=d["recipe"], docs=d["docs"], annotated_docs=d["annotated_docs"], tokens=d["tokens"],
             sentences=d["sentences"], text_bytes=d["text_bytes"], input_bytes=d["input_bytes"],
             has_annotations=d["has_annotations"], drops=d["drops"], warnings=tuple(d["warnings"]),
-            repairs=d["repairs"], seconds=d["seconds"],
+            repairs=d["repairs"], seconds=d["seconds"], lengths=LengthStats.from_json(d["lengths"]),
         )
 
 

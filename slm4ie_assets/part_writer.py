@@ -14,39 +14,48 @@ from xxhash import xxh3_64_intdigest
 
 from .catalog import FORMAT_VERSION, DatasetSpec
 from .document_encoder import Drop, encode_document
-from .extractors.base import DropLedger, ExtractContext, Extractor, InputFile
+from .extractors.base import FILE_START, DropLedger, ExtractContext, Extractor, InputFile, RangeCounts, is_input_error
 from .gzipio import ChunkWriter, fsync_file
+from .length_stats import LengthCounter, LengthStats
 from .part_meta import PartMeta
 from .schema import Document
 from .shards import Shard
 from .sidecar_writer import SidecarWriter
+from .split import count_lines
 from .store import DatasetStore, OutputWriteError, partial, write_atomic
 
-Progress = Callable[[int, int], None]  # (documents, text bytes) written so far in this part
+Progress = Callable[[int, int, int], None]  # (documents, text bytes, input files finished) so far in this part
 MAX_WARNINGS = 100  # kept verbatim in the meta; the drop counts are always complete
 _UID_FLUSH = 1 << 16
-_PROGRESS_EVERY = 5000
+_PROGRESS_EVERY = 1000  # documents between hook calls; the hook also runs after each file
 
 
 class PartWriter:
     """The part of `shard` being written: add the documents of each input file, then `commit`
     (which returns the meta) or `abort` (which removes every file of the attempt)."""
 
-    def __init__(self, spec: DatasetSpec, shard: Shard, store: DatasetStore, progress: Progress | None = None):
+    def __init__(self, spec: DatasetSpec, shard: Shard, store: DatasetStore, progress: Progress | None = None,
+                 before: RangeCounts = FILE_START):
         store.parts.mkdir(parents=True, exist_ok=True)
         self.paths = store.part_paths(shard.key)
         self._tmp_text, self._tmp_ann, self._tmp_uids = map(
             partial, (self.paths.text, self.paths.annotations, self.paths.uids))
         self.paths.meta.unlink(missing_ok=True)  # the part is uncommitted from here on
-        self.ledger = DropLedger()
-        self.context = ExtractContext(spec.key, spec.raw_dir, self.ledger, on_warning=None)
+        # a range of a split file continues its file: fallback ids, line numbers, the first 100
+        # warnings (docs/splitting.md)
+        self.ledger = DropLedger(limit=max(0, MAX_WARNINGS - before.drops))
+        self.context = ExtractContext(spec.key, spec.raw_dir, self.ledger, on_warning=None, before=before)
+        self._repair_room = max(0, MAX_WARNINGS - before.repaired_docs)
+        self.repaired_docs = 0
         self._spec, self._shard, self._store, self._progress = spec, shard, store, progress
         self._source, self._domain = spec.key, spec.domain
         self.docs = self.annotated = self.tokens = self.sentences = self.text_bytes = 0
         self.repairs: dict[str, int] = {}
         self._repair_warnings: list[str] = []
         self._uids = array("Q")
+        self._char_lengths, self._token_lengths = LengthCounter(), LengthCounter()
         self.file_docs = 0  # documents written from the current file
+        self.files_done = 0  # input files finished, for the progress hook
         self._started = time.monotonic()
         try:
             self._text_file = open(self._tmp_text, "wb")
@@ -69,8 +78,10 @@ class PartWriter:
         documents written before the error stay in the part)."""
         encode, source, domain, prefix = encode_document, self._source, self._domain, file.rel_stem
         write_text, sidecar, uids, progress = self._text.write, self._sidecar, self._uids, self._progress
-        docs, text_bytes, emitted, xxh3 = self.docs, self.text_bytes, 0, xxh3_64_intdigest
+        docs, text_bytes, emitted, xxh3 = self.docs, self.text_bytes, self.context.before.docs, xxh3_64_intdigest
         annotated, tokens, sentences = self.annotated, self.tokens, self.sentences
+        char_counts, token_lengths = self._char_lengths.counts, self._token_lengths
+        chars_min, chars_max = self._char_lengths.min, self._char_lengths.max
         try:
             for doc in documents:
                 encoded = encode(doc, source, domain, prefix, emitted)
@@ -94,19 +105,28 @@ class PartWriter:
                     annotated += 1
                     tokens += len(ann.forms)
                     sentences += len(ann.sentences)
+                    token_lengths.add(len(ann.forms))
+                n = len(doc.text)  # length_stats.bucket_of, inlined
+                char_counts[n if n < 256 else ((b := n.bit_length() - 8) << 8) | (n >> b)] += 1
+                if n > chars_max:
+                    chars_max = n
+                if n < chars_min:
+                    chars_min = n
                 text_bytes += len(line)
                 docs += 1
                 emitted += 1
                 if progress is not None and docs % _PROGRESS_EVERY == 0:
-                    progress(docs, text_bytes)
+                    progress(docs, text_bytes, self.files_done)
         finally:
             self.docs, self.text_bytes, self.file_docs = docs, text_bytes, emitted
             self.annotated, self.tokens, self.sentences = annotated, tokens, sentences
+            self._char_lengths.min, self._char_lengths.max = chars_min, chars_max
 
     def _count_repairs(self, file: InputFile, doc_id: str, repairs: tuple[str, ...]) -> None:
         for issue in repairs:
             self.repairs[issue] = self.repairs.get(issue, 0) + 1
-        if len(self._repair_warnings) < MAX_WARNINGS:
+        self.repaired_docs += 1
+        if len(self._repair_warnings) < self._repair_room:
             self._repair_warnings.append(f"{self._source}/{file.rel}: document {doc_id!r}: "
                                          f"{', '.join(sorted(set(repairs)))} repaired (U+FFFD / null)")
 
@@ -148,6 +168,7 @@ class PartWriter:
             has_annotations=has_annotations, drops=dict(self.ledger.counts),
             warnings=tuple((self.ledger.warnings + self._repair_warnings)[:MAX_WARNINGS]),
             repairs=self.repairs, seconds=round(time.monotonic() - self._started, 3),
+            lengths=LengthStats(self._char_lengths.histogram(), self._token_lengths.histogram()),
         )
 
     def abort(self) -> None:
@@ -166,21 +187,11 @@ class PartWriter:
             p.unlink(missing_ok=True)
 
 
-def _is_input_error(exc: OSError, file: InputFile) -> bool:
-    """True when an extractor's OSError is about reading its own input (the file, or a file inside
-    a config directory), not about something else it needs (a TSV sidecar fails the dataset)."""
-    if exc.filename is None:
-        return True
-    name = os.fsdecode(exc.filename)
-    base = os.fspath(file.path)
-    return name == base or name.startswith(base + os.sep)
-
-
 def _extract_file(writer: PartWriter, extractor: Extractor, file: InputFile) -> None:
     try:
         writer.add_documents(file, extractor.extract(file, writer.context))
     except OSError as exc:
-        if isinstance(exc, OutputWriteError) or not _is_input_error(exc, file):
+        if isinstance(exc, OutputWriteError) or not is_input_error(exc, file):
             raise
         # D6: an input that cannot be read (permissions, I/O error) costs that file only
         writer.context.drop("unreadable_file", file, f"read failed ({exc.strerror or exc}); kept the "
@@ -188,13 +199,32 @@ def _extract_file(writer: PartWriter, extractor: Extractor, file: InputFile) -> 
 
 
 def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
-               progress: Progress | None = None) -> PartMeta:
-    """Extract one shard into its part files and commit them with the meta file."""
-    writer = PartWriter(spec, shard, store, progress)
+               progress: Progress | None = None, before: RangeCounts = FILE_START) -> PartMeta:
+    """Extract one shard into its part files and commit them with the meta file; a range of a
+    split file continues where `before` (the earlier ranges' counts) says."""
+    return write_part_counted(spec, extractor, shard, store, progress, before)[0]
+
+
+def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
+                       progress: Progress | None = None,
+                       before: RangeCounts = FILE_START) -> tuple[PartMeta, RangeCounts]:
+    """`write_part`, plus what the part adds to its file's counts (for the ranges after it)."""
+    writer = PartWriter(spec, shard, store, progress, before)
     try:
         for file in shard.files:
             _extract_file(writer, extractor, file)
-        return writer.commit()
+            writer.files_done += 1
+            if progress is not None:
+                progress(writer.docs, writer.text_bytes, writer.files_done)
+        meta = writer.commit()
     except BaseException:
         writer.abort()
         raise
+    file = shard.files[0]
+    lines = 0
+    if file.range is not None and not file.range.is_last:
+        try:
+            lines = count_lines(file)
+        except OSError:
+            pass  # unreadable: already counted as `unreadable_file`; no later warning names its lines
+    return meta, RangeCounts(writer.docs, lines, writer.ledger.total, writer.repaired_docs, writer.context.tally)

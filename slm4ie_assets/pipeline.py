@@ -8,20 +8,32 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .catalog import Catalog, DatasetSpec
-from .extractors.base import Extractor
+from .extractors.base import FILE_START, Extractor, InputFile, RangeCounts
 from .extractors.registry import make_extractor
-from .locks import dataset_lock
+from .locked_parts import PartOutcome, outcome_message, write_part_in_worker, write_part_locked
+from .locks import LockTimeout, dataset_lock
 from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops
-from .part_writer import write_part
+from .progress import (
+    Counters,
+    ProgressBoard,
+    ShardReporter,
+    init_pool_worker,
+    pool_worker_hook,
+    progress_interval,
+    sampling_period,
+    summary_table,
+)
 from .publish import current_metas, publish
 from .shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
+from .split import RangeBook, count_range, run_pooled, shard_inputs
 from .store import DatasetStore
 
 if TYPE_CHECKING:  # imported when unpacking, not by every pool worker
@@ -47,6 +59,7 @@ class DatasetPlan:
     workers: int = 1
     archive_report: "ArchiveReport | None" = None
     unreadable: list[str] = field(default_factory=list)  # D6: "<key>/<entry> [unreadable_path]"
+    progress_seconds: float | None = None  # between progress lines; None: progress.progress_interval()
 
 
 def effective_workers(requested: int | None, default: int) -> int:
@@ -56,7 +69,7 @@ def effective_workers(requested: int | None, default: int) -> int:
 
 
 def lock_path(spec: DatasetSpec) -> Path:
-    return DatasetStore(spec).state / "lock"
+    return DatasetStore(spec).lock
 
 
 def require_raw_dir(spec: DatasetSpec) -> None:
@@ -73,26 +86,35 @@ def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None) -> "Arch
 
 
 def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
-                 group_threshold: int = DEFAULT_GROUP_THRESHOLD) -> DatasetPlan:
+                 group_threshold: int = DEFAULT_GROUP_THRESHOLD, progress_seconds: float | None = None) -> DatasetPlan:
     require_raw_dir(spec)
     extractor = make_extractor(spec.extractor, spec.options)
     discovery = extractor.list_inputs(spec.raw_dir)
     # D6: raw entries named like inputs that cannot be read
     unreadable = [f"{spec.key}/{entry} [unreadable_path]" for entry in discovery.unreadable]
-    shards = plan_shards(extractor, discovery.files, group_threshold)
+    shards = plan_shards(extractor, discovery.files, group_threshold, spec.split_bytes)  # docs/splitting.md
     store = DatasetStore(spec)
     stale = [s for s in shards if force or not store.part_is_current(s)]
     up_to_date = not force and not stale and store.is_published(shards)
-    return DatasetPlan(spec, shards, stale, up_to_date, force, workers, unreadable=unreadable)
+    return DatasetPlan(spec, shards, stale, up_to_date, force, workers, unreadable=unreadable,
+                       progress_seconds=progress_seconds)
 
 
 # ----------------------------------------------------------------------------- extraction
 
 
-def _extract_one(spec: DatasetSpec, shard: Shard) -> PartMeta:
-    """Pool worker: rebuild the extractor from the picklable spec and write one part."""
+def _extract_one(spec: DatasetSpec, shard: Shard, task: int, force: bool,
+                 before: RangeCounts = FILE_START) -> PartOutcome:
+    """Pool worker: rebuild the extractor from the picklable spec and write one part (a range of a
+    split file continues where `before` says, docs/splitting.md)."""
     extractor = _worker_extractor(spec)
-    return write_part(spec, extractor, shard, DatasetStore(spec))
+    with pool_worker_hook(task, shard) as hook:
+        return write_part_in_worker(spec, extractor, shard, DatasetStore(spec), force, hook, before)
+
+
+def _count_one(spec: DatasetSpec, file: InputFile) -> RangeCounts:
+    """Pool worker: the count-only pass over one range of a split file (nothing is written)."""
+    return count_range(spec, _worker_extractor(spec), file)
 
 
 _WORKER_CACHE: dict = {}
@@ -110,57 +132,88 @@ def _worker_extractor(spec: DatasetSpec) -> Extractor:
 
 
 def extract_parts(spec: DatasetSpec, shards: list[Shard], workers: int = 1, log: Log | None = None,
-                  on_part: OnPart | None = None) -> list[PartMeta]:
-    """Write a part for each shard; largest first in the pool so the tail stays short.
-    Returns the metas in the order of `shards`."""
+                  on_part: OnPart | None = None, progress_seconds: float | None = None,
+                  force: bool = False) -> list[PartMeta]:
+    """Write a part for each shard that is stale (each, when forced) under the dataset lock SHARED
+    and the shard's own lock, so runs on other shards of the dataset write theirs meanwhile;
+    largest first in the pool so the tail stays short. With a `log`, a progress line every
+    `progress_seconds` (default: progress.progress_interval) and at the end, logged from this
+    process (DAGSTER_NOTES 5). Returns the metas this run wrote, in the order of `shards`: a shard
+    another run made current while this one waited for its lock is left out."""
     if not shards:
         return []
-    store = DatasetStore(spec)
-    results: dict[str, PartMeta] = {}
-    total_bytes = sum(s.size for s in shards) or 1
-    done_bytes = 0
-    started = time.monotonic()
-    last_log = [started]
+    with dataset_lock(lock_path(spec), spec.key, log=log, shared=True):
+        return _extract_parts_held(spec, shards, workers, log, on_part, progress_seconds, force)
 
-    def report(shard: Shard, meta: PartMeta) -> None:
-        nonlocal done_bytes
-        results[shard.key] = meta
-        done_bytes += shard.size
-        if on_part is not None:
-            on_part(shard, meta)
-        now = time.monotonic()
-        if log is not None and (now - last_log[0] >= 5 or len(results) == len(shards)):
-            last_log[0] = now
-            docs = sum(m.docs for m in results.values())
-            mb = done_bytes / 1e6
-            log(f"{spec.key}: {len(results)}/{len(shards)} shards, {docs} documents, "
-                f"{mb:.1f}/{total_bytes / 1e6:.1f} MB in {now - started:.1f}s "
-                f"({mb / max(now - started, 1e-6):.1f} MB/s)")
 
+def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, log: Log | None,
+                        on_part: OnPart | None, progress_seconds: float | None, force: bool) -> list[PartMeta]:
+    interval = progress_interval(progress_seconds)
     workers = max(1, min(workers, len(shards)))
-    if workers == 1:
-        extractor = make_extractor(spec.extractor, spec.options)
-        extractor.prepare(spec.raw_dir)
-        for shard in shards:
-            def progress(docs: int, nbytes: int, _s=shard) -> None:
-                now = time.monotonic()
-                if log is not None and now - last_log[0] >= 5:
-                    last_log[0] = now
-                    log(f"{spec.key}: shard {_s.key}: {docs} documents so far, {nbytes / 1e6:.1f} MB written")
-            report(shard, write_part(spec, extractor, shard, store, progress))
+    counters: Counters | None = None  # per task: [documents, input bytes read], written where it is extracted
+    board = None
+    if log is not None:
+        counters = multiprocessing.RawArray("q", 2 * len(shards)) if workers > 1 else [0] * (2 * len(shards))
+        board = ProgressBoard(spec.key, shards, counters, interval, log)
+    results: dict[int, PartMeta] = {}
+
+    def report(task: int, outcome: PartOutcome) -> None:
+        meta = outcome.meta
+        if outcome.waited_for and log is not None:
+            log(outcome_message(spec, shards[task], outcome, force))
+        if meta is None:  # another run made it current meanwhile: done, but not by this run
+            if board is not None and (current := DatasetStore(spec).read_part_meta(shards[task].key)) is not None:
+                board.part_done(task, current)
+            return
+        results[task] = meta
+        if board is not None:
+            board.part_done(task, meta)
+        if on_part is not None:
+            on_part(shards[task], meta)
+
+    with board if board is not None else nullcontext():
+        if workers == 1:
+            _extract_serial(spec, shards, counters, sampling_period(interval), report, force, log)
+        else:
+            _extract_pooled(spec, shards, workers, counters, sampling_period(interval), report, force)
+    return [results[t] for t in range(len(shards)) if t in results]
+
+
+def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: Counters | None, period: float,
+                    report: Callable[[int, PartOutcome], None], force: bool, log: Log | None) -> None:
+    """One worker: extract in this process; with counters, a sampler thread tracks the bytes read."""
+    extractor = make_extractor(spec.extractor, spec.options)
+    extractor.prepare(spec.raw_dir)
+    store = DatasetStore(spec)
+    reporter = ShardReporter(counters, period) if counters is not None else None
+    book = RangeBook(list(shard_inputs(shards)))  # ranges in order: each continues the one before
+    try:
+        for task, shard in enumerate(shards):
+            before = book.fill(shard.files[0], lambda f: count_range(spec, extractor, f))
+            with reporter.track(task, shard) if reporter is not None else nullcontext() as hook:
+                outcome = write_part_locked(spec, extractor, shard, store, force, hook, log, before)
+            if outcome.counts is not None:
+                book.record(shard.files[0], outcome.counts)
+            report(task, outcome)
+    finally:
+        if reporter is not None:
+            reporter.close()
+
+
+def _extract_pooled(spec: DatasetSpec, shards: list[Shard], workers: int, counters: Counters | None,
+                    period: float, report: Callable[[int, PartOutcome], None], force: bool) -> None:
+    """A `spawn` pool; the shared counters reach the workers through the pool's initializer."""
+    ctx = multiprocessing.get_context("spawn")
+    order = sorted(range(len(shards)), key=lambda task: -shards[task].size)
+    if counters is None:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
     else:
-        ctx = multiprocessing.get_context("spawn")
-        order = sorted(shards, key=lambda s: -s.size)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {pool.submit(_extract_one, spec, s): s for s in order}
-            try:
-                for fut in as_completed(futures):
-                    report(futures[fut], fut.result())
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
-    return [results[s.key] for s in shards]
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_pool_worker,
+                                   initargs=(counters, period))
+    with pool:
+        run_pooled(shards, order,
+                   lambda task, before: pool.submit(_extract_one, spec, shards[task], task, force, before),
+                   lambda file: pool.submit(_count_one, spec, file), report, workers)
 
 
 # ----------------------------------------------------------------------------- one call
@@ -193,9 +246,14 @@ def check_strict(spec: DatasetSpec, metas: list[PartMeta], discovery: Sequence[s
                                   f"({summary}); first: {first}")
 
 
+MAX_ROUNDS = 3  # part writing rounds before giving up on a dataset other runs keep re-planning
+
+
 def extract_and_publish(plan: DatasetPlan, log: Log | None = None,
                         on_part: OnPart | None = None) -> RunReport:
-    """Bring every part up to date and publish, under the dataset lock."""
+    """Bring every part up to date and publish. Clean-up, the up-to-date check and the publish hold
+    the dataset lock EXCLUSIVE; part writing holds it SHARED (extract_parts), so runs on other
+    shards write meanwhile. Whether there is work left is decided again under each lock."""
     spec = plan.spec
     started = time.monotonic()
     store = DatasetStore(spec)
@@ -206,12 +264,41 @@ def extract_and_publish(plan: DatasetPlan, log: Log | None = None,
         if not plan.force and not stale and store.is_published(plan.shards):
             manifest = store.published_manifest()
             return RunReport(spec.key, True, len(plan.shards), [], manifest, [], time.monotonic() - started, [])
-        metas_new = extract_parts(spec, stale, plan.workers, log, on_part)
-        check_strict(spec, current_metas(spec, plan.shards, store), plan.unreadable)
-        manifest = publish(spec, plan.shards, store, plan.unreadable)
-    warnings = list(plan.unreadable) + [w for m in metas_new for w in m.warnings]
-    return RunReport(spec.key, False, len(plan.shards), [s.key for s in stale], manifest, metas_new,
-                     time.monotonic() - started, warnings)
+    written: dict[str, PartMeta] = {}  # by shard key: a part written again replaces its first meta
+    for round_ in range(MAX_ROUNDS):
+        written.update((m.shard, m) for m in extract_parts(spec, stale, plan.workers, log, on_part,
+                                                           plan.progress_seconds, force=plan.force and round_ == 0))
+        with dataset_lock(lock_path(spec), spec.key, log=log):
+            # between the two locks another run (planned from other raw files or another extract.yaml)
+            # may have replaced or removed parts: write those again before publishing
+            stale = [s for s in plan.shards if not store.part_is_current(s)]
+            if stale:
+                continue
+            manifest, skipped = _publish_held(plan, store)
+        metas = [written[s.key] for s in plan.shards if s.key in written]
+        warnings = list(plan.unreadable) + [w for m in metas for w in m.warnings]
+        return _with_summary(RunReport(spec.key, skipped, len(plan.shards), [m.shard for m in metas], manifest,
+                                       metas, time.monotonic() - started, warnings), log)
+    raise RuntimeError(f"dataset {spec.key!r}: other runs changed {len(stale)} of its parts again each time this "
+                       f"run had written them ({MAX_ROUNDS} rounds), first {stale[0].key!r}; are runs with a "
+                       "different extract.yaml or raw folder working on it? Run again once they are done")
+
+
+def _with_summary(report: RunReport, log: Log | None) -> RunReport:
+    """Log the end-of-run table (progress.summary_table) of a run that extracted or published."""
+    if log is not None:
+        log(summary_table(report.dataset, report.parts, report.manifest, report.seconds))
+    return report
+
+
+def _publish_held(plan: DatasetPlan, store: DatasetStore) -> tuple[Manifest | None, bool]:
+    """Publish (the dataset lock is held EXCLUSIVE and every part is current), unless another run
+    already published exactly these parts and this one is not forced. Returns (manifest, skipped)."""
+    spec = plan.spec
+    if not plan.force and store.is_published(plan.shards):
+        return store.published_manifest(), True
+    check_strict(spec, current_metas(spec, plan.shards, store), plan.unreadable)
+    return publish(spec, plan.shards, store, plan.unreadable), False
 
 
 def extract_dataset(spec: DatasetSpec, catalog: Catalog, force: bool = False, workers: int | None = None,
@@ -235,20 +322,25 @@ class ShardBatch:
     shards: list[Shard]
     force: bool = False
     workers: int = 1
+    progress_seconds: float | None = None  # between progress lines; None: progress.progress_interval()
 
 
 def extract_shard_batch(batch: ShardBatch, log: Log | None = None,
                         on_part: OnPart | None = None) -> RunReport:
-    """Extract the batch's stale parts (all when forced) under the dataset lock; `extracted/<key>`
-    publishes them later. `RunReport.skipped` is true when every part was already current."""
+    """Extract the batch's stale parts (all when forced) under the dataset lock shared and each
+    shard's lock, beside runs on other shards; `extracted/<key>` publishes them later.
+    `RunReport.skipped` is true when this run wrote no part (every one was, or became, current)."""
     spec = batch.spec
     started = time.monotonic()
     store = DatasetStore(spec)
-    with dataset_lock(lock_path(spec), spec.key, log=log):
-        store.cleanup()  # D17: leftovers of interrupted runs; parts of other shards are kept
-        stale = [s for s in batch.shards if batch.force or not store.part_is_current(s)]
-        metas = extract_parts(spec, stale, batch.workers, log, on_part)
+    try:  # D17: leftovers of interrupted runs; parts of other shards are kept
+        with dataset_lock(lock_path(spec), spec.key, timeout=0):
+            store.cleanup()
+    except LockTimeout:
+        pass  # another run is writing or publishing: its publish (or the next run) cleans up
+    stale = [s for s in batch.shards if batch.force or not store.part_is_current(s)]
+    metas = extract_parts(spec, stale, batch.workers, log, on_part, batch.progress_seconds, force=batch.force)
     check_strict(spec, metas)
     warnings = [w for m in metas for w in m.warnings]
-    return RunReport(spec.key, not stale, len(batch.shards), [s.key for s in stale], None, metas,
-                     time.monotonic() - started, warnings)
+    return _with_summary(RunReport(spec.key, not metas, len(batch.shards), [m.shard for m in metas], None, metas,
+                                   time.monotonic() - started, warnings), log)

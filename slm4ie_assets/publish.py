@@ -17,10 +17,12 @@ from typing import BinaryIO
 from .catalog import FORMAT_VERSION, DatasetSpec
 from .duplicates import duplicate_uids
 from .gzipio import GzipMemberWriter, start_writeback
+from .length_stats import merged_lengths
 from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops, merged_repairs
 from .shards import Shard
 from .sidecar_writer import stub_lines_from_text
+from .split import file_runs, ranges_sidecar_lines
 from .store import MANIFEST, PARTIAL, STATE_DIR, DatasetStore, OutputWriteError, fsync_dir, write_atomic
 
 MAX_DISCOVERY_WARNINGS = 100
@@ -110,7 +112,7 @@ def _write_version(spec: DatasetSpec, shards: list[Shard], store: DatasetStore, 
     docs = sum(m.docs for m in metas)
     manifest = Manifest(
         format=FORMAT_VERSION, dataset=spec.key, recipe=spec.recipe,
-        shards=tuple((s.key, s.fingerprint) for s in shards), files=sum(len(s.files) for s in shards),
+        shards=tuple((s.key, s.fingerprint) for s in shards), files=len({f.rel for s in shards for f in s.files}),
         docs=docs, annotated_docs=sum(m.annotated_docs for m in metas), tokens=sum(m.tokens for m in metas),
         sentences=sum(m.sentences for m in metas), text_bytes=text_path.stat().st_size,
         sidecar_bytes=side_path.stat().st_size if has_sidecar else 0, has_sidecar=has_sidecar,
@@ -118,6 +120,7 @@ def _write_version(spec: DatasetSpec, shards: list[Shard], store: DatasetStore, 
         discovery_warnings=tuple(discovery[:MAX_DISCOVERY_WARNINGS]), repairs=merged_repairs(metas),
         duplicate_uids=duplicates.count, duplicate_examples=duplicates.examples,
         published_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        lengths=merged_lengths(m.lengths for m in metas),
     )
     write_atomic(version / MANIFEST, manifest.to_json())
     fsync_dir(version)
@@ -125,9 +128,16 @@ def _write_version(spec: DatasetSpec, shards: list[Shard], store: DatasetStore, 
 
 
 def _sidecar_sources(store: DatasetStore, shards: list[Shard], metas: list[PartMeta]) -> list[Source]:
-    """Each part's sidecar part, or stubs rebuilt from its text; a part without documents adds nothing."""
+    """Each part's sidecar part, or stubs rebuilt from its text; a part without documents adds nothing.
+    The ranges of a split file become one member, written as the unsplit part would have been
+    (docs/splitting.md), so the sidecar bytes do not depend on splitting."""
     sources: list[Source] = []
-    for s, m in zip(shards, metas, strict=True):
+    for group in file_runs(shards, metas):
+        if len(group) > 1:
+            if any(m.docs for _, m in group):
+                sources.append(partial(ranges_sidecar_lines, [(store.part_paths(s.key), m) for s, m in group]))
+            continue
+        s, m = group[0]
         paths = store.part_paths(s.key)
         if m.has_annotations:
             sources.append(paths.annotations)

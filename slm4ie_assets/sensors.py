@@ -21,6 +21,8 @@ hashed by key), about 700 characters whatever the dataset size: Dagster stores t
 every tick. Only the part metas of shards in buckets whose digest moved are read, so an idle tick
 reads no part meta; a changed recipe (extract.yaml edited) moves every bucket.
 A tick finding the dataset lock held skips, leaving the cursor alone: a run is rewriting parts.
+A tick that finds the raw tree changed also reports an observation of the external `raw/<key>` asset
+whose data version digests the shard keys and fingerprints (lineage.py, DAGSTER_NOTES 6).
 """
 
 import base64
@@ -46,6 +48,7 @@ from dagster import (
 
 from .assets import SHARD_EVENT_LIMIT, extracted_key, partitions_name, shards_key
 from .catalog import Catalog, DatasetSpec
+from .lineage import observed_raw_version, raw_observation
 from .locks import LockTimeout, dataset_lock
 from .pipeline import lock_path, unpack
 from .shards import Shard, list_shards
@@ -176,7 +179,9 @@ def run_requests_for(spec: DatasetSpec, diff: WatchDiff) -> list[RunRequest]:
     return requests
 
 
-def sensor_result(spec: DatasetSpec, diff: WatchDiff) -> SensorResult:
+def sensor_result(spec: DatasetSpec, diff: WatchDiff, observed_raw: str | None = None) -> SensorResult:
+    """`observed_raw`: the data version of the latest raw/<key> observation; a tree that differs from
+    it is observed again, so an idle tick writes no event."""
     name = partitions_name(spec.key)
     partition_requests: list[AddDynamicPartitionsRequest | DeleteDynamicPartitionsRequest] = []
     added = diff.new_current + [s.key for s in diff.new_stale]  # the shards to extract end up contiguous, last
@@ -185,12 +190,14 @@ def sensor_result(spec: DatasetSpec, diff: WatchDiff) -> SensorResult:
     if diff.gone:
         partition_requests.append(DeleteDynamicPartitionsRequest(name, diff.gone))
     requests = run_requests_for(spec, diff)
+    observation = raw_observation(spec, diff.shards)
+    observations = [] if observation.data_version == observed_raw else [observation]
     skip = None
     if not requests:
         skip = SkipReason(f"{spec.key}: {len(diff.shards)} shard(s), nothing to extract"
                           + (f"; {len(added)} current partition(s) registered" if added else ""))
     return SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=diff.cursor,
-                        skip_reason=skip)
+                        skip_reason=skip, asset_events=observations)
 
 
 def evaluate_raw(
@@ -209,11 +216,12 @@ def evaluate_raw(
             shards = list_shards(spec, catalog.shard_group_threshold)
             registered = instance.get_dynamic_partitions(partitions_name(spec.key))
             diff = diff_raw(spec, shards, registered, cursor)
+        observed = observed_raw_version(instance, spec.key)
     except LockTimeout:
         return SkipReason(
             f"{spec.key}: a run holds the dataset lock (parts are being rewritten); looking again next tick"
         )
-    return sensor_result(spec, diff)  # unpack has logged its warnings
+    return sensor_result(spec, diff, observed)  # unpack has logged its warnings
 
 
 def build_raw_sensor(spec: DatasetSpec, catalog: Catalog) -> SensorDefinition:

@@ -13,7 +13,12 @@ new boundary file splits its group in two): every other shard keeps its key and 
 Output bytes never depend on the grouping: a part holds its files' documents in file order and
 parts are published in file order.
 
-Fingerprints come from stat alone, so planning never reads content.
+A file over `split_bytes` (extractors with `split_at`, docs/splitting.md) becomes several range
+shards keyed `<file key>%r<i>` (i = 0, 1, ...; `%r` cannot come from an escaped path), each with
+the fingerprint `<file fingerprint>@<start>-<end>`. Its cuts come from stat and a few small reads
+near each cut (split.py); it never joins a group.
+
+Fingerprints come from stat alone, so planning never reads content (split files aside).
 """
 
 import hashlib
@@ -22,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .extractors.base import Extractor, Fingerprint, InputFile, sort_key
+from .split import plan_cuts, range_files
 
 MAX_KEY_LEN = 512
 DEFAULT_GROUP_THRESHOLD = 1000  # same default as Catalog.shard_group_threshold
@@ -47,14 +53,15 @@ class Shard:
         return sort_key(self.files[0].rel)
 
 
-def shard_key(rel: str) -> str:
-    """A stable, valid partition key for a relative path (readable where the path is safe)."""
+def shard_key(rel: str, suffix: str = "") -> str:
+    """A stable, valid partition key for a relative path (readable where the path is safe), with
+    `suffix` (a range's `%r<i>`) kept whole when the path is shortened."""
     key = _UNSAFE.sub(lambda m: f"%{ord(m.group()):02X}", rel)
     key = key.replace("...", "..%2E")
-    if len(key) > MAX_KEY_LEN:
+    if len(key) + len(suffix) > MAX_KEY_LEN:
         digest = hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        key = f"{key[: MAX_KEY_LEN - 17]}~{digest}"
-    return key
+        key = f"{key[: MAX_KEY_LEN - 17 - len(suffix)]}~{digest}"
+    return key + suffix
 
 
 def check_shard_key(key: str) -> str:
@@ -88,16 +95,41 @@ def _group_shard(key: str, files: list[InputFile], fps: list[Fingerprint]) -> Sh
     return Shard(key, tuple(files), f"g{len(files)}:{h.hexdigest()[:20]}", sum(fp.size for fp in fps))
 
 
+def range_shards(extractor: Extractor, file: InputFile, fp: Fingerprint, split_bytes: int) -> list[Shard]:
+    """One shard for the file, or one per range when it is over `split_bytes` and its format splits."""
+    if extractor.split_at is None or split_bytes <= 0 or fp.size <= split_bytes:
+        return [Shard(shard_key(file.rel), (file,), str(fp), fp.size)]
+    cuts = cached_cuts(extractor.split_at, file, fp, split_bytes)
+    if len(cuts) == 2:
+        return [Shard(shard_key(file.rel), (file,), str(fp), fp.size)]
+    return [Shard(shard_key(file.rel, f"%r{i}"), (part,), f"{fp}@{cuts[i]}-{cuts[i + 1]}", cuts[i + 1] - cuts[i])
+            for i, part in enumerate(range_files(file, cuts))]
+
+
+_CUTS: dict[tuple, tuple[int, ...]] = {}  # sensors plan every tick: reuse the cuts of an unchanged file
+_CUTS_KEPT = 256
+
+
+def cached_cuts(split_at: str, file: InputFile, fp: Fingerprint, split_bytes: int) -> tuple[int, ...]:
+    key = (split_at, str(file.path), str(fp), split_bytes)
+    cuts = _CUTS.get(key)
+    if cuts is None:
+        cuts = plan_cuts(split_at, file.path, fp.size, split_bytes)
+        if len(_CUTS) >= _CUTS_KEPT:
+            _CUTS.clear()
+        _CUTS[key] = cuts
+    return cuts
+
+
 def plan_shards(extractor: Extractor, files: Sequence[InputFile],
-                group_threshold: int = DEFAULT_GROUP_THRESHOLD) -> list[Shard]:
+                group_threshold: int = DEFAULT_GROUP_THRESHOLD, split_bytes: int = 0) -> list[Shard]:
     """The dataset's shards in the publish order of ADDENDUM 3.1."""
     files = sorted(files, key=lambda f: sort_key(f.rel))
     avg = group_size(len(files), group_threshold)
     if avg == 1:
         shards = []
         for f in files:
-            fp = extractor.fingerprint_of(f)
-            shards.append(Shard(shard_key(f.rel), (f,), str(fp), fp.size))
+            shards += range_shards(extractor, f, extractor.fingerprint_of(f), split_bytes)
         return shards
     mask = avg - 1
     shards = []
@@ -105,12 +137,20 @@ def plan_shards(extractor: Extractor, files: Sequence[InputFile],
     group: list[InputFile] = []
     fps: list[Fingerprint] = []
     for f in files:
-        if _path_hash(f.rel) & mask == 0:
+        fp = extractor.fingerprint_of(f)
+        alone = range_shards(extractor, f, fp, split_bytes) if split_bytes > 0 and fp.size > split_bytes else None
+        if alone is not None or _path_hash(f.rel) & mask == 0:
             if group:
                 shards.append(_group_shard(key, group, fps))
             key, group, fps = shard_key(f.rel), [], []
+        if alone is not None:  # a file over split_bytes is a shard (or shards) of its own
+            shards += alone
+            key = ""  # the files after it start a group named by the first of them
+            continue
+        if not key:
+            key = shard_key(f.rel)
         group.append(f)
-        fps.append(extractor.fingerprint_of(f))
+        fps.append(fp)
     if group:
         shards.append(_group_shard(key, group, fps))
     return shards
@@ -121,4 +161,4 @@ def list_shards(spec, group_threshold: int = DEFAULT_GROUP_THRESHOLD) -> list[Sh
     from .extractors.registry import make_extractor
 
     extractor = make_extractor(spec.extractor, spec.options)
-    return plan_shards(extractor, extractor.list_inputs(spec.raw_dir).files, group_threshold)
+    return plan_shards(extractor, extractor.list_inputs(spec.raw_dir).files, group_threshold, spec.split_bytes)

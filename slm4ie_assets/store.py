@@ -7,6 +7,7 @@ Layout under `<output_dir>/`:
     .slm4ie/<key>/parts/         one part per shard: <id>.jsonl, <id>.ann.gz, <id>.uids, <id>.meta.json
     .slm4ie/<key>/versions/<v>/  a complete published pair plus manifest.json
     .slm4ie/<key>/current        -> versions/<v>   the commit point: one atomic rename swaps both files
+    .slm4ie/<key>/lock           the dataset lock; .slm4ie/<key>/locks/<id>.lock: one lock per shard (locks.py)
 
 A part is committed by its `.meta.json`, written last; a publish by the rename of `current`.
 A reader therefore always sees a complete text file and the sidecar that belongs to it. Only
@@ -90,6 +91,8 @@ class DatasetStore:
         self.parts = self.state / "parts"
         self.versions = self.state / "versions"
         self.current = self.state / "current"
+        self.lock = self.state / "lock"
+        self.shard_locks = self.state / "locks"  # apart from parts/, so no part clean-up meets them
 
     # --- parts
     def part_id(self, shard_key: str) -> str:
@@ -99,6 +102,9 @@ class DatasetStore:
         base = self.parts / self.part_id(shard_key)
         return PartPaths(base.with_suffix(".jsonl"), base.with_suffix(".ann.gz"), base.with_suffix(".uids"),
                          base.with_suffix(".meta.json"))
+
+    def shard_lock(self, shard_key: str) -> Path:
+        return self.shard_locks / f"{self.part_id(shard_key)}.lock"
 
     def read_part_meta(self, shard_key: str) -> PartMeta | None:
         try:
@@ -127,9 +133,27 @@ class DatasetStore:
     # --- clean-up
     def cleanup(self, keep_keys: Iterable[str] | None = None) -> int:
         """Remove what an interrupted run left behind (D17): partial files, uncommitted parts,
-        unpublished versions, and parts of shards no longer planned. Returns files removed."""
-        return (self._remove_stale_parts(keep_keys) + self._remove_unpublished_versions()
-                + self._remove_swap_leftovers() + self._retire_dangling_sidecar())
+        unpublished versions, and parts (and shard locks) of shards no longer planned. Returns files
+        removed. The caller holds the dataset lock EXCLUSIVE: no part is being written then, and no
+        process has a shard lock file open (they are opened only under the dataset lock, shared)."""
+        keep = None if keep_keys is None else list(keep_keys)
+        return (self._remove_stale_parts(keep) + self._remove_unpublished_versions()
+                + self._remove_swap_leftovers() + self._retire_dangling_sidecar() + self._remove_shard_locks(keep))
+
+    def _remove_shard_locks(self, keep_keys: list[str] | None) -> int:
+        """Lock files of vanished shards, so the folder does not grow with every renamed file."""
+        if keep_keys is None or not self.shard_locks.is_dir():
+            return 0
+        keep = {f"{self.part_id(k)}.lock" for k in keep_keys}
+        removed = 0
+        for p in self.shard_locks.iterdir():
+            if p.name not in keep:
+                try:
+                    p.unlink(missing_ok=True)
+                except IsADirectoryError:
+                    continue  # not ours; the shard lock reports it if that shard comes back
+                removed += 1
+        return removed
 
     def _remove_stale_parts(self, keep_keys: Iterable[str] | None) -> int:
         if not self.parts.is_dir():

@@ -1,10 +1,11 @@
-"""What every extractor shares: the input-file handle, the drop ledger, discovery, reading helpers.
+"""What every extractor shares: the input-file handle, the drop ledger, discovery.
+
+Decoding and range reading live in `reading.py`.
 
 An extractor turns one input file into Documents. It knows nothing of Dagster, shards, JSON
 output or gzip; it reports what it could not read to the ledger and moves on (D6).
 """
 
-import codecs
 import errno
 import os
 import stat
@@ -20,12 +21,51 @@ from ..schema import Document
 MAX_WARNINGS_KEPT = 100
 
 
+@dataclass(frozen=True, slots=True)
+class FileRange:
+    """Range `index` of a file split on record boundaries (docs/splitting.md): bytes
+    `cuts[index]` up to `cuts[index + 1]`; the last range reads to the end of the file."""
+
+    index: int
+    cuts: tuple[int, ...]  # 0, the cut offsets, the file size at planning
+
+    @property
+    def start(self) -> int:
+        return self.cuts[self.index]
+
+    @property
+    def end(self) -> int | None:
+        """Where reading stops; None for the last range (to the end, as an unsplit read)."""
+        return None if self.is_last else self.cuts[self.index + 1]
+
+    @property
+    def is_last(self) -> bool:
+        return self.index == len(self.cuts) - 2
+
+
 @dataclass(frozen=True)
 class InputFile:
-    """One unit of extraction: a file (or, for huggingface, a config directory)."""
+    """One unit of extraction: a file (or, for huggingface, a config directory), or one byte range
+    of a file split on record boundaries (`range`)."""
 
     path: Path
     rel: str  # posix path relative to raw/<key>/
+    range: FileRange | None = None
+
+    @property
+    def at_file_start(self) -> bool:
+        """Reading starts at byte 0: only there is a BOM removed (D8)."""
+        return self.range is None or self.range.index == 0
+
+    @property
+    def ends_file(self) -> bool:
+        """Reading goes on to the end of the file: only then do end-of-file summaries apply."""
+        return self.range is None or self.range.is_last
+
+    def range_of(self, index: int) -> "InputFile":
+        """Another range of the same split file."""
+        assert self.range is not None
+        return InputFile(self.path, self.rel, FileRange(index, self.range.cuts))
 
     @property
     def rel_stem(self) -> str:
@@ -47,14 +87,16 @@ def _stem(name: str) -> str:
 
 @dataclass
 class DropLedger:
-    """Everything skipped, counted by reason, with the first warnings kept verbatim."""
+    """Everything skipped, counted by reason, with the first warnings kept verbatim (`limit`: fewer
+    for a range whose earlier ranges already used part of the file's first 100)."""
 
     counts: Counter = field(default_factory=Counter)
     warnings: list = field(default_factory=list)
+    limit: int = MAX_WARNINGS_KEPT
 
     def add(self, reason: str, message: str) -> None:
         self.counts[reason] += 1
-        if len(self.warnings) < MAX_WARNINGS_KEPT:
+        if len(self.warnings) < self.limit:
             self.warnings.append(message)
 
     def merge(self, counts: dict, warnings: list) -> None:
@@ -68,16 +110,47 @@ class DropLedger:
         return sum(self.counts.values())
 
 
-class ExtractContext:
-    """Per-shard context handed to an extractor: where the data is and where drops go."""
+@dataclass(frozen=True, slots=True)
+class RangeCounts:
+    """What ranges of one split file produced (docs/splitting.md): documents written, lines read,
+    drops, documents with repairs, and the extractor's own running tally (coleslaw: records with
+    several text sources). The sum over the ranges before one is where that range continues."""
 
-    def __init__(self, dataset: str, root: Path, ledger: DropLedger | None = None, on_warning=None):
+    docs: int = 0
+    lines: int = 0
+    drops: int = 0
+    repaired_docs: int = 0
+    tally: int = 0
+
+    def __add__(self, other: "RangeCounts") -> "RangeCounts":
+        return RangeCounts(self.docs + other.docs, self.lines + other.lines, self.drops + other.drops,
+                           self.repaired_docs + other.repaired_docs, self.tally + other.tally)
+
+
+FILE_START = RangeCounts()
+
+
+class ExtractContext:
+    """Per-shard context handed to an extractor: where the data is and where drops go.
+
+    For a range of a split file, `before` holds what the earlier ranges produced: a reader numbers
+    its lines from 1 and `drop` adds `before.lines`, so warnings name the line of the whole file.
+    `counting` is set during a count-only pass (nothing is logged); `tally` is the extractor's
+    own running count at the end of the range."""
+
+    def __init__(self, dataset: str, root: Path, ledger: DropLedger | None = None, on_warning=None,
+                 before: RangeCounts = FILE_START, counting: bool = False):
         self.dataset = dataset
         self.root = root
         self.ledger = ledger if ledger is not None else DropLedger()
         self._on_warning = on_warning
+        self.before = before
+        self.counting = counting
+        self.tally = 0
 
     def drop(self, reason: str, file: InputFile, message: str, line: int | str | None = None) -> None:
+        if isinstance(line, int) and self.before.lines:
+            line += self.before.lines
         where = f"{self.dataset}/{file.rel}" + (f":{line}" if line is not None else "")
         text = f"{where}: {message} [{reason}]"
         self.ledger.add(reason, text)
@@ -113,9 +186,10 @@ class Fingerprint:
 class Extractor:
     """One raw format. The contract, in the order the pipeline uses it:
 
-    - `name` is the key of this class in `registry.EXTRACTORS` (tests/test_registry.py holds them
+    - `name` is the key of this class in `registry.EXTRACTORS` (tests/extractors/test_registry.py holds them
       together); `patterns` are the name suffixes `discover` looks for.
-    - `parse_options(raw, where)` validates the dataset's `metadata:` block when the catalog loads.
+    - `parse_options(raw, where)` validates the dataset's `metadata:` block when the catalog loads;
+      `metadata_keys` names the keys that block may hold (none: the block is refused, D23).
     - `list_inputs(root)` -> `Discovery`: the units of extraction and what could not be read.
     - `fingerprint_of(file)` -> `Fingerprint`, from stat only: planning never reads content.
     - `prepare(root)` once per extraction pass, then `extract(file, ctx)` per input: a stream of
@@ -126,6 +200,10 @@ class Extractor:
 
     name: ClassVar[str] = ""
     patterns: ClassVar[tuple[str, ...]] = ()  # name suffixes, e.g. (".txt",)
+    metadata_keys: ClassVar[tuple[str, ...]] = ()  # what its `metadata:` block may hold; () = it takes none
+    # the record boundary a file over `split_bytes` is cut at (docs/splitting.md): "blank_line",
+    # "line" or "newdoc"; None: files are never split. `extract` must honour `InputFile.range`.
+    split_at: ClassVar[str | None] = None
     options: Any
 
     def __init__(self, options: Any = None):
@@ -134,8 +212,13 @@ class Extractor:
     @classmethod
     def parse_options(cls, raw: Any, where: str) -> Any:
         """Validate the dataset's `metadata:` block at load time (D15); return a picklable value.
-        Raise `ValueError` with a message naming the field."""
-        return raw or {}
+        Raise `ValueError` with a message naming the field. This default is for a format without
+        knobs: a block it would ignore is refused, so a misplaced block never passes silently (D23);
+        `metadata: {}` and an empty `metadata:` say nothing and pass."""
+        if raw is None or (isinstance(raw, dict) and not raw):
+            return None
+        shown = ", ".join(map(str, raw)) if isinstance(raw, dict) else repr(raw)
+        raise ValueError(f"{where}: the {cls.name} extractor takes no metadata block (found {shown}); remove it")
 
     def prepare(self, root: Path) -> None:
         """Run-start checks and lookups that need the raw folder (e.g. a TSV sidecar)."""
@@ -150,6 +233,12 @@ class Extractor:
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         """The Documents of one input, streamed; never a list of them (memory stays bounded)."""
         raise NotImplementedError  # pragma: no cover - abstract
+
+    def quick_count(self, file: InputFile) -> tuple[int, int] | None:
+        """(documents written, line ends) of a range of a split file, cheaper than extracting it, or
+        None to let the count-only pass run `extract` (docs/splitting.md). Only for a format whose
+        documents the part writer never drops or repairs, and only when the range has no drop."""
+        return None
 
     def fingerprint_of(self, file: InputFile) -> Fingerprint:
         """Cheap change detector from stat only (no content reads)."""
@@ -220,76 +309,18 @@ def _file_kind(mode: int) -> str:
     return "an unknown kind of file"
 
 
+def is_input_error(exc: OSError, file: InputFile) -> bool:
+    """True when an extractor's OSError is about reading its own input (the file, or a file inside
+    a config directory), not about something else it needs (a TSV sidecar fails the dataset)."""
+    if exc.filename is None:
+        return True
+    name = os.fsdecode(exc.filename)
+    base = os.fspath(file.path)
+    return name == base or name.startswith(base + os.sep)
+
+
 def is_regular_readable(path: Path) -> bool:
     try:
         return stat.S_ISREG(path.stat().st_mode) and os.access(path, os.R_OK)
     except OSError:
         return False
-
-
-# ----------------------------------------------------------------------------- decoding
-
-_INVALID_SEEN = [0]
-_surrogateescape = codecs.lookup_error("surrogateescape")
-
-
-def _escape_and_count(exc: UnicodeError) -> tuple[str | bytes, int]:
-    _INVALID_SEEN[0] += 1
-    return _surrogateescape(exc)
-
-
-codecs.register_error("slm4ie_escape", _escape_and_count)
-
-
-def open_text(path: Path):
-    """Strict-UTF-8 text with universal newlines, where invalid bytes become escapes that
-    `invalid_count()` reports, so the reader can drop just the affected document (D6)."""
-    return open(path, encoding="utf-8", errors="slm4ie_escape", newline=None)
-
-
-_DECODE_CHUNK = 1 << 22
-
-
-def read_text_chunks(path: Path, size: int = _DECODE_CHUNK) -> Iterator[str]:
-    """The file as decoded text chunks with universal newlines (`\r\n` and lone `\r` become `\n`)
-    and a leading BOM removed (D8). Much faster than a text-mode file object; invalid bytes become
-    escapes counted by `invalid_count()`, as with `open_text`."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="slm4ie_escape")
-    pending_cr = False
-    first = True
-    with open(path, "rb") as fh:
-        while True:
-            raw = fh.read(size)
-            final = not raw
-            text = decoder.decode(raw, final=final)
-            if first and text:
-                first = False
-                if text.startswith(BOM):
-                    text = text[1:]
-            if pending_cr:
-                text = "\r" + text
-                pending_cr = False
-            if "\r" in text:
-                if not final and text.endswith("\r"):
-                    text = text[:-1]
-                    pending_cr = True
-                text = text.replace("\r\n", "\n").replace("\r", "\n")
-            if text:
-                yield text
-            if final:
-                return
-
-
-def invalid_count() -> int:
-    return _INVALID_SEEN[0]
-
-
-def has_escapes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-        return False
-    except UnicodeEncodeError:
-        return True
-
-
-BOM = "\ufeff"

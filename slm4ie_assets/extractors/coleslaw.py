@@ -77,14 +77,12 @@ def record_metadata(record: dict, subcorpus: str, chosen: str) -> dict:
 class ColeslawExtractor(Extractor):
     name = "coleslaw"
     patterns = (".jsonl",)
-
-    @classmethod
-    def parse_options(cls, raw, where):
-        return None  # the reference has no knobs for coleslaw; `metadata:` is ignored
+    split_at = "line"  # docs/splitting.md
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         subcorpus = file.path.parent.name
-        shadowed = 0
+        shadowed = ctx.before.tally  # a range of a split file counts on from the earlier ranges
+        lines_before = ctx.before.lines
         try:
             fh = open(file.path, "rb")
         except OSError as exc:
@@ -101,12 +99,13 @@ class ColeslawExtractor(Extractor):
                 doc_id = probe_id(record, ID_KEYS)
                 if len(sources) > 1:
                     shadowed += 1
-                    if shadowed <= SHADOW_WARNINGS_PER_FILE:
+                    if shadowed <= SHADOW_WARNINGS_PER_FILE and not ctx.counting:
                         log.warning("%s/%s:%d: record doc_id=%r in subcorpus %r has several text sources %r; "
-                                    "chose %r, the others stay in metadata", ctx.dataset, file.rel, lineno, doc_id,
-                                    subcorpus, [name for name, _ in sources], chosen)
+                                    "chose %r, the others stay in metadata", ctx.dataset, file.rel,
+                                    lines_before + lineno, doc_id, subcorpus, [name for name, _ in sources], chosen)
                 yield Document(text, doc_id, record_metadata(record, subcorpus, chosen))
-        if shadowed > SHADOW_WARNINGS_PER_FILE:
+        ctx.tally = shadowed - ctx.before.tally
+        if shadowed > SHADOW_WARNINGS_PER_FILE and file.ends_file and not ctx.counting:
             log.warning("%s/%s: %d record(s) in subcorpus %r had several text sources (the first %d are named "
                         "above); each used the earliest and kept the others in metadata", ctx.dataset, file.rel,
                         shadowed, subcorpus, SHADOW_WARNINGS_PER_FILE)

@@ -11,10 +11,10 @@ keep are plain strided slices, appended to the `Annotations` arrays in bulk. Any
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 from ..schema import Annotations, Document, sentence_text
-from .base import ExtractContext, InputFile, has_escapes
+from .base import ExtractContext, InputFile
+from .reading import has_escapes, read_raw
 from .tsv_metadata import TsvSidecarExtractor
 
 READ_SIZE = 1 << 20
@@ -72,48 +72,45 @@ def _decode(data: bytes) -> tuple[str, bool]:
         return data.decode("utf-8", "surrogateescape"), True
 
 
-def _chunks(path: Path) -> Iterator[tuple[str, bool, bool, int]]:
+def _chunks(file: InputFile) -> Iterator[tuple[str, bool, bool, int]]:
     """(text, holds escaped invalid UTF-8, has a blank line of spaces/tabs, first line number):
     runs of whole sentence blocks cut at a blank line, so no block straddles two chunks.
     Newlines are normalised on the bytes (ADDENDUM 3.2: `\\r\\n` and a lone `\\r` end a line; `\\f`,
-    `\\v`, U+0085, U+2028 do not) and a leading BOM is removed (D8)."""
+    `\\v`, U+0085, U+2028 do not) and a BOM at the start of the file is removed (D8). A range of a
+    split file (it starts at a `# newdoc` line) numbers its lines from 1 too."""
     carry = b""
     line = 1
-    first = True
+    first = file.at_file_start
     skip_lf = False  # the previous read ended in CR: a LF opening this read belongs to it
-    with open(path, "rb") as fh:
-        while True:
-            chunk = fh.read(READ_SIZE)
-            if not chunk:
-                break
-            if first:
-                first = False
-                if chunk.startswith(_UTF8_BOM):
-                    chunk = chunk[3:]
-            if skip_lf and chunk.startswith(b"\n"):
-                chunk = chunk[1:]
-            skip_lf = False
-            if b"\r" in chunk:
-                skip_lf = chunk.endswith(b"\r")
-                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            # the carry holds no boundary we still need: search from its last line end only
-            start = max(0, carry.rfind(b"\n")) if carry else 0
-            data = carry + chunk if carry else chunk
-            cut = data.rfind(b"\n\n", start)
-            if cut >= 0:
-                after = cut + 2
-            else:
-                last = None
-                for last in _BOUNDARY_BYTES.finditer(data, start):  # noqa: B007 - the last match is the one kept
-                    pass
-                if last is None:
-                    carry = data  # no boundary yet: the block goes on
-                    continue
-                cut, after = last.start(), last.end()
-            body = data[:cut]
-            yield _decode(body) + (b"\n " in body or b"\n\t" in body, line)
-            line += data.count(b"\n", 0, after)
-            carry = data[after:]
+    for chunk in read_raw(file, READ_SIZE):
+        if first:
+            first = False
+            if chunk.startswith(_UTF8_BOM):
+                chunk = chunk[3:]
+        if skip_lf and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        skip_lf = False
+        if b"\r" in chunk:
+            skip_lf = chunk.endswith(b"\r")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # the carry holds no boundary we still need: search from its last line end only
+        start = max(0, carry.rfind(b"\n")) if carry else 0
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n\n", start)
+        if cut >= 0:
+            after = cut + 2
+        else:
+            last = None
+            for last in _BOUNDARY_BYTES.finditer(data, start):  # noqa: B007 - the last match is the one kept
+                pass
+            if last is None:
+                carry = data  # no boundary yet: the block goes on
+                continue
+            cut, after = last.start(), last.end()
+        body = data[:cut]
+        yield _decode(body) + (b"\n " in body or b"\n\t" in body, line)
+        line += data.count(b"\n", 0, after)
+        carry = data[after:]
     if carry:
         yield _decode(carry) + (b"\n " in carry or b"\n\t" in carry, line)
 
@@ -313,6 +310,7 @@ class _FileReader:
 class ConlluExtractor(TsvSidecarExtractor):
     name = "conllu"
     patterns = (".conllu", ".conll")
+    split_at = "newdoc"  # docs/splitting.md
 
     def __init__(self, options=None):
         super().__init__(options)
@@ -320,7 +318,7 @@ class ConlluExtractor(TsvSidecarExtractor):
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         reader = _FileReader(self._space.__getitem__, file, ctx, self.tsv_row(file, ctx))
-        for text_chunk, bad, spaced, chunk_line in _chunks(file.path):
+        for text_chunk, bad, spaced, chunk_line in _chunks(file):
             blocks, seps = _split_blocks(text_chunk, spaced)
             where = (text_chunk, chunk_line, blocks, seps)
             for bi, block in enumerate(blocks):

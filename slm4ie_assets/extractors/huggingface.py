@@ -111,10 +111,6 @@ class HuggingfaceExtractor(Extractor):
     name = "huggingface"
     patterns = ()
 
-    @classmethod
-    def parse_options(cls, raw, where):
-        return None  # the reference always reads the `text` column; `metadata:` is ignored
-
     def list_inputs(self, root: Path) -> Discovery:
         """One input per immediate subdirectory (symlinked ones too), hidden ones included (ADDENDUM 3.1).
         Plain files are ignored; a symbolic link that leads nowhere (broken, a loop) or an entry that

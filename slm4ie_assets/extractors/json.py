@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
-from .records import STRUCTURAL, FieldMapping, check_text, loads, parse_field_mapping, probe_id
+from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, loads, parse_field_mapping, probe_id
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -13,6 +13,7 @@ _BOM = b"\xef\xbb\xbf"
 class JsonExtractor(Extractor):
     name = "json"
     patterns = (".json",)
+    metadata_keys = FIELD_MAPPING_KEYS
     options: FieldMapping
 
     @classmethod

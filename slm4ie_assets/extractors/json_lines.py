@@ -13,11 +13,28 @@ from .records import loads
 _BOM = b"\xef\xbb\xbf"
 
 
-def physical_lines(fh: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    """Binary lines with universal-newline numbering (`\\n`, `\\r\\n`, lone `\\r`), BOM removed (D8)."""
-    lineno = 0
-    first = True
+def _range_lines(fh: BinaryIO, file: InputFile) -> Iterator[bytes]:
+    """The `\\n`-ended lines of the file, or of its range (which starts and ends after a `\\n`)."""
+    assert file.range is not None
+    fh.seek(file.range.start)
+    end = file.range.end
+    if end is None:
+        yield from fh
+        return
+    left = end - file.range.start
     for raw in fh:
+        yield raw
+        left -= len(raw)
+        if left <= 0:
+            return
+
+
+def physical_lines(fh: BinaryIO, file: InputFile) -> Iterator[tuple[int, bytes]]:
+    """Binary lines with universal-newline numbering (`\\n`, `\\r\\n`, lone `\\r`), BOM removed (D8).
+    A range of a split file numbers from 1 too; `ExtractContext.drop` adds the earlier lines."""
+    lineno = 0
+    first = file.at_file_start
+    for raw in fh if file.range is None else _range_lines(fh, file):
         if first:
             first = False
             if raw.startswith(_BOM):
@@ -35,7 +52,7 @@ def json_objects(fh: BinaryIO, file: InputFile, ctx: ExtractContext) -> Iterator
     """(line number, object) of every line that holds a JSON object. A blank line, Unicode
     whitespace included (S4), is skipped silently; invalid UTF-8, malformed JSON and a value that
     is not an object are counted with their line number and skipped (D6)."""
-    for lineno, raw in physical_lines(fh):
+    for lineno, raw in physical_lines(fh, file):
         if not raw.strip():
             continue
         try:

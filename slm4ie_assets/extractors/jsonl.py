@@ -8,7 +8,7 @@ from typing import Any
 from ..schema import Annotations, Document
 from .base import ExtractContext, Extractor, InputFile
 from .json_lines import json_objects
-from .records import STRUCTURAL, FieldMapping, check_text, parse_field_mapping, probe_id
+from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, parse_field_mapping, probe_id
 
 _item = dict.__getitem__  # raises TypeError for a token that is not an object
 _get = dict.get
@@ -67,6 +67,8 @@ def parse_paragraphs(paragraphs: Any) -> Annotations | None:
 class JsonlExtractor(Extractor):
     name = "jsonl"
     patterns = (".jsonl",)
+    split_at = "line"  # docs/splitting.md
+    metadata_keys = FIELD_MAPPING_KEYS
     options: FieldMapping
 
     @classmethod

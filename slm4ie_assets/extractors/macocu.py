@@ -148,9 +148,5 @@ class MacocuExtractor(Extractor):
     name = "macocu"
     patterns = (".xml",)
 
-    @classmethod
-    def parse_options(cls, raw, where):
-        return None  # the reference has no knobs for macocu; `metadata:` is ignored
-
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         yield from extract_with_retry(ctx, file, MacocuPass)

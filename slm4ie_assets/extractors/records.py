@@ -110,7 +110,8 @@ class FieldMapping:
         return project_exclude(record, structural | {self.text_field, self.id_field})
 
 
-_MAPPING_KEYS = {"text_field", "id_field", "metadata_fields"}
+FIELD_MAPPING_KEYS = ("text_field", "id_field", "metadata_fields")  # the json/jsonl `metadata:` keys
+_MAPPING_KEYS = set(FIELD_MAPPING_KEYS)
 
 
 def parse_field_mapping(raw: Any, where: str) -> FieldMapping:

@@ -8,7 +8,8 @@ import re
 from collections.abc import Iterator
 
 from ..schema import Document
-from .base import ExtractContext, Extractor, InputFile, has_escapes, invalid_count, read_text_chunks
+from .base import ExtractContext, Extractor, InputFile
+from .reading import has_escapes, invalid_count, read_text_chunks
 
 # One or more whitespace-only lines (D9, S4: Unicode whitespace, as str.isspace) after a line end.
 _SEPARATOR = re.compile(r"\n(?:[^\S\n]*\n)+")
@@ -48,6 +49,34 @@ def _blocks(chunks: Iterator[str]) -> Iterator[tuple[int, str, bool]]:
         yield line + _leading_blank_lines(carry), carry.strip(), dirty or invalid_count() != seen
 
 
+_NONBLANK = re.compile(r"\S")
+
+
+def count_documents(file: InputFile) -> tuple[int, int] | None:
+    """(documents, line ends) of the file or range, as `TextExtractor.extract` would yield them,
+    without building a block (docs/splitting.md: the count-only pass of a split file). Between two
+    separators a block is never blank (the separator regex is greedy), so only the first block of
+    each buffer and the last one need a look. None when the bytes hold invalid UTF-8: then which
+    blocks are dropped takes the full pass."""
+    seen = invalid_count()
+    carry = ""
+    docs = lines = 0
+    for chunk in read_text_chunks(file):
+        lines += chunk.count("\n")
+        buf = carry + chunk if carry else chunk
+        pos = 0
+        for m in _SEPARATOR.finditer(buf):
+            if pos or _NONBLANK.search(buf, 0, m.start()):
+                docs += 1
+            pos = m.end()
+        carry = buf[pos:]
+    if invalid_count() != seen:
+        return None
+    if _NONBLANK.search(carry):
+        docs += 1
+    return docs, lines
+
+
 def _leading_blank_lines(block: str) -> int:
     """Whitespace-only lines at the start of a block (only at the start of a file) shift its first line."""
     if not block[:1].isspace():
@@ -63,15 +92,19 @@ def _leading_blank_lines(block: str) -> int:
 class TextExtractor(Extractor):
     name = "text"
     patterns = (".txt",)
+    split_at = "blank_line"  # docs/splitting.md
 
-    @classmethod
-    def parse_options(cls, raw, where):
-        return None  # the reference ignores `metadata:` for text
+    def quick_count(self, file: InputFile) -> tuple[int, int] | None:
+        # every block `extract` yields is written: its text is a stripped non-blank string without
+        # escapes, so the encoder neither drops nor repairs it
+        return count_documents(file)
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         prefix = file.rel_stem
-        index = 0
-        for lineno, text, suspect in _blocks(read_text_chunks(file.path)):
+        # a range of a split file goes on numbering where the earlier ranges stopped: every block
+        # the text extractor yields is written (its text is a stripped non-blank string)
+        index = ctx.before.docs
+        for lineno, text, suspect in _blocks(read_text_chunks(file)):
             if not text:
                 continue
             if suspect and has_escapes(text):

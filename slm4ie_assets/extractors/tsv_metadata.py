@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base import BOM, ExtractContext, Extractor, ExtractorError, InputFile
+from .base import ExtractContext, Extractor, ExtractorError, InputFile
+from .reading import BOM
 
 NA_VALUES = frozenset({"", "-"})
 KEY_FROM_CHOICES = ("filename_stem",)
@@ -202,6 +203,7 @@ class TsvSidecarExtractor(Extractor):
     """Base of the extractors whose `metadata:` block is an external-TSV config (conllu, tei):
     validated at load, loaded once per extraction pass, looked up per input file."""
 
+    metadata_keys = _CONFIG_KEYS
     options: TsvConfig | None
 
     def __init__(self, options=None):

@@ -1,6 +1,8 @@
 """The per-dataset lock file is ours alone (issue 15 item 6): a symbolic link, a hard link or a
 non-regular file planted at extracted/.slm4ie/<key>/lock is refused, and its target is never
-opened for writing, created or truncated (the pattern of filelock's CVE-2025-68146)."""
+opened for writing, created or truncated (the pattern of filelock's CVE-2025-68146). The dataset
+lock is shared by part writers and exclusive for everything else; shard locks name their shard
+(issue 14 item 2; the runs are in tests/reliability/test_shard_locks.py)."""
 
 import os
 import subprocess
@@ -9,7 +11,7 @@ import time
 
 import pytest
 
-from slm4ie_assets.locks import LockFileError, LockTimeout, dataset_lock
+from slm4ie_assets.locks import LockFileError, LockTimeout, dataset_lock, shard_lock
 from support.paths import REPO
 
 VICTIM_BYTES = b"precious data that must survive\n" * 100
@@ -128,6 +130,66 @@ def test_the_lock_descriptor_is_not_inherited_by_child_processes(lock):
     with dataset_lock(lock, "kas"):
         done = subprocess.run([sys.executable, "-c", code, str(lock)], close_fds=False, cwd=REPO)
     assert done.returncode == 0
+
+
+def test_shared_holders_coexist_and_exclude_an_exclusive_one(tmp_path):
+    """Part writers share the dataset lock; a publisher (exclusive) waits for all of them and is
+    told who holds it; a part writer waits for a publisher the same way."""
+    lock = tmp_path / "lock"
+    with dataset_lock(lock, "kas", shared=True), dataset_lock(lock, "kas", shared=True):
+        held_by_us = rf"kas: gave up after 0s waiting for the dataset lock .* \(pid {os.getpid()} "
+        with pytest.raises(LockTimeout, match=held_by_us):
+            with dataset_lock(lock, "kas", timeout=0):
+                pass  # pragma: no cover
+    with dataset_lock(lock, "kas"):
+        with pytest.raises(LockTimeout, match="waiting for the dataset lock"):
+            with dataset_lock(lock, "kas", timeout=0, shared=True):
+                pass  # pragma: no cover
+    with dataset_lock(lock, "kas", timeout=0):
+        assert lock.read_text() == lock.read_text().strip() and lock.read_text().startswith(f"pid {os.getpid()} ")
+
+
+def test_a_shard_lock_names_its_shard_when_waiting_and_yields_the_holder_it_waited_for(tmp_path):
+    """A second process holds `a.txt`'s lock until the test lets it go: the waiter logs once, naming
+    the shard and the holder's pid, and is handed that holder (so it re-checks the part)."""
+    lock, release = tmp_path / "a.lock", tmp_path / "release"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time, pathlib\n"
+        "from slm4ie_assets.locks import shard_lock\n"
+        "with shard_lock(pathlib.Path(sys.argv[1]), 'k', 'a.txt'):\n"
+        "    print('held', flush=True)\n"
+        "    while not pathlib.Path(sys.argv[2]).exists():\n"
+        "        time.sleep(0.01)\n"), str(lock), str(release)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(LockTimeout, match=rf"kas: gave up after 0s waiting for the lock of shard 'a.txt' "
+                                              rf".* held by another run \(pid {holder.pid} since "):
+            with shard_lock(lock, "kas", "a.txt", timeout=0):
+                pass  # pragma: no cover
+        messages: list[str] = []
+
+        def log(message: str) -> None:
+            messages.append(message)
+            release.touch()  # the holder lets go only once this run has said it waits
+
+        with shard_lock(lock, "kas", "a.txt", log=log, poll=0.01) as waited_for:
+            assert waited_for.startswith(f"pid {holder.pid} since ")
+        assert messages == [f"kas: another run is writing shard 'a.txt' ({waited_for}); waiting"]
+        with shard_lock(lock, "kas", "a.txt") as waited_for:
+            assert waited_for == ""
+    finally:
+        release.touch()
+        holder.wait(timeout=60)
+
+
+def test_a_shard_lock_that_is_a_hard_link_is_refused_naming_the_shard(tmp_path, victim):
+    lock = tmp_path / "locks" / "0123.lock"
+    lock.parent.mkdir()
+    os.link(victim, lock)
+    with pytest.raises(LockFileError, match=r"kas: the lock of shard 'a.txt' .* is a hard link"):
+        with shard_lock(lock, "kas", "a.txt"):
+            pass  # pragma: no cover
+    assert_untouched(victim)
 
 
 def _umask() -> int:

@@ -12,15 +12,17 @@ import yaml
 from dagster import AssetCheckSeverity, AssetSelection
 
 from slm4ie_assets.assets import extracted_key
-from slm4ie_assets.checks import ALIGNED, DROPS, SCHEMA, UNIQUE, check_results, inspect_published
+from slm4ie_assets.checks import ALIGNED, DROPS, SCHEMA, SENTENCES, UNIQUE, check_results, inspect_published
 from slm4ie_assets.extractors.registry import EXTRACTORS
 from support.corpora import corpora_config, load_compare_outputs
 from support.dagster_project import DagsterProject
 from support.files import write_files
 from support.paths import CORPORA
 
-TOKENS = {"paragraphs": [{"sentences": [{"tokens": [{"form": "Dober", "lemma": "dober", "upos": "ADJ"},
-                                                    {"form": "dan", "lemma": "dan", "upos": "NOUN"}]}]}]}
+TOKENS = {"paragraphs": [{"sentences": [{"tokens": [  # "Dober dan.", the text of both records that use it
+    {"form": "Dober", "lemma": "dober", "upos": "ADJ"},
+    {"form": "dan", "lemma": "dan", "upos": "NOUN", "space_after": False},
+    {"form": ".", "lemma": ".", "upos": "PUNCT"}]}]}]}
 
 
 def jsonl(*records) -> str:
@@ -70,10 +72,11 @@ def rewrite_text(project: DagsterProject, key: str, change) -> None:
 def test_all_checks_pass_on_a_clean_annotated_dataset_and_run_with_the_asset(web, instance):
     run = web.publish(instance, "web")
     res = results(run)
-    assert set(res) == {ALIGNED, SCHEMA, UNIQUE, DROPS}
+    assert set(res) == {ALIGNED, SCHEMA, UNIQUE, DROPS, SENTENCES}
     assert all(r.passed for r in res.values())
     assert res[ALIGNED].metadata["text_lines"].value == res[ALIGNED].metadata["sidecar_lines"].value == 4
-    assert {r.severity for n, r in res.items() if n in (UNIQUE, DROPS)} == {AssetCheckSeverity.WARN}
+    assert {r.severity for n, r in res.items() if n in (UNIQUE, DROPS, SENTENCES)} == {AssetCheckSeverity.WARN}
+    assert res[SENTENCES].metadata["annotated_documents"].value == 2
 
 
 def test_checks_fail_clearly_before_anything_is_published(web, instance):
@@ -179,6 +182,9 @@ def test_a_sidecar_line_breaking_addendum_2_2_fails_the_schema_check(web, instan
 
 # Drops that DECISIONS requires on the shared corpora: the no_drops check warns about them, correctly.
 SPEC_DROPS = {"parlamint_si_plain": {"text_outside_utterance"}}  # S8: content outside <u> is counted as dropped
+# conllu skips multiword-token rows (ADDENDUM 5.1), so janes_tag's 31 sentences holding one rebuild to
+# their words, not their `# text`: sentences_match_text warns about exactly those (core/test_sentence_check.py)
+SPEC_SENTENCE_MISMATCHES = {"janes_tag": 31}
 
 
 def _available_corpora() -> list[str]:
@@ -205,11 +211,18 @@ def test_checks_pass_on_every_shared_corpus_whose_extractor_exists(tmp_path, ins
     project = DagsterProject.from_config(cfg)
     run = project.materialize(instance, AssetSelection.assets(*(extracted_key(k) for k in keys)), workers=2)
     evaluations = [ev.event_specific_data for ev in run.all_events if ev.event_type_value == "ASSET_CHECK_EVALUATION"]
-    assert len(evaluations) == 4 * len(keys)
+    assert len(evaluations) == 5 * len(keys)
     failed = [(e.asset_key.path[-1], e.check_name, e.description) for e in evaluations if not e.passed]
-    # the only allowed "failure" is the WARN of a drop the spec itself mandates (S8)
-    assert all(name == DROPS and key in SPEC_DROPS for key, name, _ in failed), failed
-    for key, _, _ in failed:
+    # the only allowed "failures" are the WARNs of a drop the spec itself mandates (S8) and of the
+    # multiword-token sentences of janes_tag
+    assert all((name == DROPS and key in SPEC_DROPS) or (name == SENTENCES and key in SPEC_SENTENCE_MISMATCHES)
+               for key, name, _ in failed), failed
+    for e in evaluations:
+        if e.check_name == SENTENCES and not e.passed:
+            key = e.asset_key.path[-1]
+            assert e.severity == AssetCheckSeverity.WARN
+            assert e.metadata["mismatched_sentences"].value == SPEC_SENTENCE_MISMATCHES[key]
+    for key, _, _ in [f for f in failed if f[1] == DROPS]:
         manifest = json.loads((tmp_path / "out" / ".slm4ie" / key / "current" / "manifest.json").read_text())
         assert set(manifest["drops"]) <= SPEC_DROPS[key]
     compare = load_compare_outputs()

@@ -80,7 +80,7 @@ def test_materializing_one_partition_extracts_only_that_shard_without_publishing
     touch(project.raw("kas") / "b.txt", "novi b\n")
     res = project.materialize(instance, AssetSelection.assets(shards_key("kas")), partition_key="b.txt")
     md = output_metadata(res, shards_key("kas"))
-    assert (md["shards"], md["shards_extracted"], md["documents"]) == (1, 1, 1)
+    assert (md["batch_shards"], md["batch_shards_extracted"], md["documents"], md["rebuilt"]) == (1, 1, 1, True)
     after_meta = part_meta_mtimes(spec)
     b_meta = DatasetStore(spec).part_paths("b.txt")[3].name
     assert {k for k in after_meta if after_meta[k] != before_meta[k]} == {b_meta}
@@ -96,11 +96,11 @@ def test_a_current_partition_is_skipped_unless_forced(project, instance):
     spec = project.spec("kas")
     before = part_meta_mtimes(spec)
     res = project.materialize(instance, AssetSelection.assets(shards_key("kas")), partition_key="a.txt")
-    assert output_metadata(res, shards_key("kas"))["shards_extracted"] == 0
+    assert output_metadata(res, shards_key("kas"))["batch_shards_extracted"] == 0
     assert part_meta_mtimes(spec) == before
     res = project.materialize(instance, AssetSelection.assets(shards_key("kas")), partition_key="a.txt", force=True)
     md = output_metadata(res, shards_key("kas"))
-    assert md["shards_extracted"] == 1 and md["force"] is True
+    assert md["batch_shards_extracted"] == 1 and md["force"] is True
     assert part_meta_mtimes(spec) != before
 
 
@@ -113,9 +113,13 @@ def test_a_partition_range_is_one_run_extracting_every_shard_in_the_pool(project
                                     "dagster/asset_partition_range_end": keys[-1]})
     assert sorted(partition_events(res, shards_key("kas"))) == keys
     md = output_metadata(res, shards_key("kas"))
-    assert (md["shards"], md["shards_extracted"], md["documents"]) == (4, 4, 4)
+    assert (md["batch_shards"], md["batch_shards_extracted"], md["batch_documents_extracted"]) == (4, 4, 4)
     store = DatasetStore(project.spec("kas"))
     assert all(store.read_part_meta(k).docs == 1 for k in keys)
+    per_partition = {ev.event_specific_data.materialization.partition:
+                     ev.event_specific_data.materialization.metadata["documents"].value
+                     for ev in res.get_asset_materialization_events()}
+    assert per_partition == {k: 1 for k in keys}  # each partition its own shard's count, not the batch's 4
 
 
 @pytest.mark.parametrize("key, expect", [
@@ -167,7 +171,7 @@ def test_grouped_shards_are_the_partitions_and_the_output_is_unchanged(tmp_path,
     touch(project.raw("g") / "d33/f033.txt", "spremenjen 33\n")
     group = next(k for k, _ in reversed(manifest.shards) if k == "%head" or k <= "d33/f033.txt")
     res = project.materialize(instance, AssetSelection.assets(shards_key("g")), partition_key=group)
-    assert output_metadata(res, shards_key("g"))["shards_extracted"] == 1
+    assert output_metadata(res, shards_key("g"))["batch_shards_extracted"] == 1
     project.publish(instance, "g")
     assert project.published("g") == project.fresh("g")
     assert b"spremenjen 33" in project.published("g")[0]

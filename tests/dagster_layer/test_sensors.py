@@ -149,7 +149,7 @@ def test_new_files_together_get_one_run_over_their_contiguous_partition_range(pr
     start, end = new_run[0].tags[RANGE_START], new_run[0].tags[RANGE_END]
     assert keys[keys.index(start):keys.index(end) + 1] == ["0.txt", "m.txt", "zz/9.txt"]  # shard order, appended last
     results = w.run(data)
-    assert output_metadata(results[0], shards_key("kas"))["shards_extracted"] == 3
+    assert output_metadata(results[0], shards_key("kas"))["batch_shards_extracted"] == 3
     w.republish_if_requested()
     assert project.published("kas") == project.fresh("kas")
 

@@ -1,4 +1,8 @@
-"""text extractor: extraction-formats (text), ADDENDUM 4.1 as amended by D8, D9, S1, S4."""
+"""text extractor: extraction-formats (text), ADDENDUM 4.1 as amended by D8, D9, D23, S1, S4."""
+
+import pytest
+
+from slm4ie_assets.catalog import CatalogError
 
 
 def test_blank_line_separates_documents_and_ids_are_rel_and_block_index(corpus):
@@ -12,9 +16,16 @@ def test_blank_line_separates_documents_and_ids_are_rel_and_block_index(corpus):
 
 
 def test_line_keys_in_schema_order_without_metadata(corpus):
-    r = corpus.run("cc100", "text", {"a.txt": "x\n"}, domain="web", metadata={"ignored": True})
+    r = corpus.run("cc100", "text", {"a.txt": "x\n"}, domain="web", metadata={})
     assert list(r.lines[0]) == ["text", "source", "domain", "doc_id", "uid"]
     assert r.lines[0]["source"] == "cc100" and r.lines[0]["domain"] == "web"
+
+
+def test_d23_a_metadata_block_is_refused_not_ignored(corpus):
+    # ADDENDUM 4.1 ignored `metadata:` for text; D23 makes a block that would be ignored a config error
+    with pytest.raises(CatalogError, match=r"extract.yaml:\d+: datasets.cc100.metadata: the text extractor takes no "
+                                           r"metadata block \(found ignored\); remove it"):
+        corpus.run("cc100", "text", {"a.txt": "x\n"}, domain="web", metadata={"ignored": True})
 
 
 def test_d9_whitespace_only_line_is_a_boundary(corpus):

@@ -40,6 +40,15 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RUN_TIMEOUT = 300
 VIEWPORT = {"width": 1400, "height": 900}
+# one partition's latest materialization, and the lineage parents of an asset (issue 15 items 2, 3)
+PARTITION_EVENT_QUERY = """
+query($key: AssetKeyInput!, $partition: String!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
+  assetMaterializations(partitions: [$partition], limit: 1) { partition metadataEntries { label
+    ... on IntMetadataEntry { intValue } ... on BoolMetadataEntry { boolValue } } } } } }
+"""
+PARENTS_QUERY = """
+query($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode { dependencyKeys { path } } } }
+"""
 
 
 def chromium_executable() -> Path | None:
@@ -233,15 +242,26 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     assert len(runs) == 1 and runs[0]["status"] == "SUCCESS"  # single_run backfill policy: one run
     event = ui.latest_materialization(["shards", DATASET])
     assert event["runId"] == runs[0]["runId"]
+    # each partition shows its own shard's documents, not the batch's: together they are the dataset
+    own = {}
+    for key in partitions["partitionKeys"]:
+        node = ui.graphql(PARTITION_EVENT_QUERY, {"key": {"path": ["shards", DATASET]}, "partition": key})
+        values = metadata_values(node["assetNodeOrError"]["assetMaterializations"][0])
+        assert values["batch_shards"] == 3 and values["dagster/row_count"] == values["documents"]
+        own[key] = values["documents"]
+    assert sum(own.values()) == lines and all(n < lines for n in own.values()), own
 
     open_page(ui, page, f"/assets/shards/{DATASET}?view=partitions")
     page.get_by_text("Materialized (3)").wait_for()
     page.get_by_text("arhiv/2023.txt", exact=True).first.click()
     page.get_by_text("No partition selected").wait_for(state="hidden")
     page.get_by_text(runs[0]["runId"][:8]).first.wait_for()  # the partition's run, from the backfill
+    page.get_by_text("batch_shards", exact=True).first.wait_for()  # its metadata: own numbers + batch_
     settle(page)
     shoot(ui, page, "shard-partitions")
 
+    parents = ui.graphql(PARENTS_QUERY, {"key": {"path": ["extracted", DATASET]}})["assetNodeOrError"]
+    assert sorted(d["path"] for d in parents["dependencyKeys"]) == [["raw", DATASET], ["shards", DATASET]]
     open_page(ui, page, f"/assets/extracted/{DATASET}?view=lineage")
     page.get_by_text("Latest event").first.wait_for()
     settle(page)

@@ -1,0 +1,249 @@
+"""Splitting big files (docs/splitting.md): the `split_bytes` setting, range planning from stat and a
+few small reads near each cut, stable range keys, and the counts a range is extracted with when the
+ranges before it are not extracted in the same run (count-only passes, serial and pooled)."""
+
+import json
+import re
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from slm4ie_assets.catalog import DEFAULT_SPLIT_BYTES, CatalogError, load_catalog
+from slm4ie_assets.extractors.base import ExtractContext, InputFile, RangeCounts, discover
+from slm4ie_assets.extractors.conllu import ConlluExtractor
+from slm4ie_assets.extractors.jsonl import JsonlExtractor
+from slm4ie_assets.extractors.text import TextExtractor, count_documents
+from slm4ie_assets.pipeline import extract_dataset
+from slm4ie_assets.shards import check_shard_key, plan_shards
+from slm4ie_assets.split import SPACES, count_lines, plan_cuts, range_files, run_pooled
+from slm4ie_assets.store import DatasetStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_config(root: Path, text: str) -> Path:
+    path = root / "extract.yaml"
+    path.write_text(text)
+    return path
+
+
+def published(root: Path, key: str = "d") -> tuple[bytes, bytes | None, dict]:
+    out = root / "out"
+    sidecar = out / f"{key}.annotations.jsonl.gz"
+    manifest = json.loads((out / ".slm4ie" / key / "current" / "manifest.json").read_bytes())
+    manifest.pop("published_at")
+    manifest.pop("shards")
+    return (out / f"{key}.jsonl").read_bytes(), sidecar.read_bytes() if sidecar.exists() else None, manifest
+
+
+def dataset(root: Path, extractor: str, files: dict[str, bytes], split_bytes: int):
+    shutil.rmtree(root, ignore_errors=True)
+    for name, data in files.items():
+        (root / "raw" / "d" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "raw" / "d" / name).write_bytes(data)
+    catalog = load_catalog(write_config(root, f"input_dir: raw\noutput_dir: out\nsplit_bytes: {split_bytes}\n"
+                                              f"datasets:\n  d:\n    extractor: {extractor}\n    domain: t\n"))
+    return catalog.dataset("d"), catalog
+
+
+# ----------------------------------------------------------------------------- the setting
+
+
+def test_split_bytes_defaults_to_256_mib_top_level_and_per_dataset(tmp_path):
+    catalog = load_catalog(write_config(tmp_path, "split_bytes: 1000\ndatasets:\n"
+                                                  "  a: {extractor: text, domain: web}\n"
+                                                  "  b: {extractor: text, domain: web, split_bytes: 0}\n"))
+    assert catalog.split_bytes == 1000
+    assert catalog.dataset("a").split_bytes == 1000 and catalog.dataset("b").split_bytes == 0
+    plain = load_catalog(write_config(tmp_path, "datasets:\n  a: {extractor: text, domain: web}\n"))
+    assert plain.dataset("a").split_bytes == DEFAULT_SPLIT_BYTES == 256 * 1024**2
+    assert catalog.dataset("a").recipe == plain.dataset("a").recipe  # the same bytes: not in the recipe
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", "'big'", "true", "null"])
+def test_a_bad_split_bytes_is_a_located_catalog_error(tmp_path, value):
+    path = write_config(tmp_path, f"datasets:\n  a:\n    extractor: text\n    domain: web\n    split_bytes: {value}\n"
+                                  f"split_bytes: {value}\n")
+    with pytest.raises(CatalogError) as err:
+        load_catalog(path)
+    text = str(err.value)
+    assert f"{path}:5: datasets.a.split_bytes: expected a whole number of bytes >= 0" in text
+    assert f"{path}:6: split_bytes: expected a whole number of bytes >= 0" in text
+
+
+def test_the_schema_accepts_split_bytes_and_refuses_a_negative_one():
+    schema = json.loads((REPO / "schemas" / "extract.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    good = {"split_bytes": 0, "datasets": {"a": {"extractor": "text", "domain": "w", "split_bytes": 1 << 20}}}
+    assert list(validator.iter_errors(good)) == []
+    assert list(validator.iter_errors({"split_bytes": -1}))
+    assert list(validator.iter_errors({"datasets": {"a": {"extractor": "text", "domain": "w", "split_bytes": "x"}}}))
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+def _text_file(tmp_path: Path, blocks: int) -> Path:
+    raw = tmp_path / "raw"
+    raw.mkdir(exist_ok=True)
+    path = raw / "sub dir" / "big,file.txt"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(b"".join(b"blok %06d ima nekaj besed\nin drugo vrstico\n\n" % i for i in range(blocks)))
+    return raw
+
+
+def test_range_shards_have_stable_keys_and_cut_after_a_blank_line(tmp_path):
+    raw = _text_file(tmp_path, 2000)
+    data = (raw / "sub dir" / "big,file.txt").read_bytes()
+    shards = plan_shards(TextExtractor(), discover(raw, (".txt",)), split_bytes=10_000)
+    again = plan_shards(TextExtractor(), discover(raw, (".txt",)), split_bytes=10_000)
+    ranges = -(-len(data) // 10_000)  # one per started 10_000 bytes: every nominal cut has a blank line nearby
+    assert [s.key for s in shards] == [s.key for s in again] == [f"sub dir/big%2Cfile.txt%r{i}" for i in range(ranges)]
+    assert [s.fingerprint for s in shards] == [s.fingerprint for s in again]
+    for s in shards:
+        check_shard_key(s.key)
+        rng = s.files[0].range
+        assert rng is not None and s.fingerprint.endswith(f"@{rng.cuts[rng.index]}-{rng.cuts[rng.index + 1]}")
+        start = rng.cuts[rng.index]
+        assert start == 0 or data[start - 2:start] == b"\n\n"  # a range starts after a blank line
+    cuts = shards[0].files[0].range.cuts
+    assert cuts[0] == 0 and cuts[-1] == len(data) and sum(s.size for s in shards) == len(data)
+    assert all(10_000 * k <= cuts[k] < 10_000 * k + 100 for k in range(1, len(cuts) - 1))
+    assert len(plan_shards(TextExtractor(), discover(raw, (".txt",)), split_bytes=0)) == 1
+    assert len(plan_shards(TextExtractor(), discover(raw, (".txt",)), split_bytes=len(data))) == 1
+
+
+def _bytes_read() -> int:
+    return int(re.search(r"rchar: (\d+)", Path("/proc/self/io").read_text()).group(1))
+
+
+def test_planning_reads_only_small_windows_near_each_cut(tmp_path):
+    raw = _text_file(tmp_path, 400_000)  # ~17 MB
+    size = (raw / "sub dir" / "big,file.txt").stat().st_size
+    before = _bytes_read()
+    shards = plan_shards(TextExtractor(), discover(raw, (".txt",)), split_bytes=1 << 20)
+    read = _bytes_read() - before
+    assert len(shards) == size // (1 << 20) + 1
+    assert read < 2 * len(shards) * (1 << 16) < size / 4
+
+
+def test_a_file_just_over_split_bytes_and_lines_too_long_to_cut(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "a.jsonl").write_bytes(b'{"text": "a"}\n' * 10)  # 140 bytes, 14 per line
+    assert [s.key for s in plan_shards(JsonlExtractor(), discover(raw, (".jsonl",)), split_bytes=126)] == \
+        ["a.jsonl%r0", "a.jsonl%r1"]
+    for split in (127, 139):  # the first line end after the nominal cut is the end of the file: one range
+        assert [s.key for s in plan_shards(JsonlExtractor(), discover(raw, (".jsonl",)), split_bytes=split)] == \
+            ["a.jsonl"]
+    (raw / "a.jsonl").write_bytes(b'{"text": "' + b"x" * 500 + b'"}')  # no line end after the cut
+    assert [s.key for s in plan_shards(JsonlExtractor(), discover(raw, (".jsonl",)), split_bytes=100)] == ["a.jsonl"]
+
+
+def test_conllu_cuts_only_before_a_newdoc_block_and_merges_the_tail(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    row = "1\tw\tw\tX\t_\t_\t0\troot\t_\t_"
+    blocks = [f"# newdoc id = a\n{row}"] + [row] * 300 + [f"# newdoc id = b\n{row}"] + [row] * 300
+    data = "\n\n".join(blocks).encode()
+    (raw / "x.conllu").write_bytes(data)
+    shards = plan_shards(ConlluExtractor(), discover(raw, (".conllu", ".conll")), split_bytes=1000)
+    cuts = shards[0].files[0].range.cuts
+    assert len(shards) == 2 and data[cuts[1]:].startswith(b"# newdoc id = b")  # the search went far forward
+
+
+# ----------------------------------------------------------------------------- count-only passes
+
+
+def _jsonl(n: int) -> bytes:
+    rows = [b'{"text": "t%d"}' % i if i % 3 else b'{"doc_id": "i%d", "text": "t%d"}' % (i, i) for i in range(n)]
+    rows[5] = b"{broken"
+    return b"\n".join(rows) + b"\n"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stale_later_range_is_extracted_with_counts_of_the_ranges_before_it(tmp_path, workers):
+    files = {"a.jsonl": _jsonl(300)}
+    spec, catalog = dataset(tmp_path / "whole", "jsonl", files, 0)
+    whole_warnings = extract_dataset(spec, catalog, force=True, workers=1).warnings
+    whole = published(tmp_path / "whole")
+    assert whole_warnings == ["d/a.jsonl:6: malformed JSON (Expecting property name enclosed in double quotes: "
+                              "line 1 column 2 (char 1)); "
+                              "line skipped [malformed_json]"]
+    spec, catalog = dataset(tmp_path / "split", "jsonl", files, 700)
+    report = extract_dataset(spec, catalog, force=True, workers=workers)
+    assert len(report.extracted) > 4 and published(tmp_path / "split") == whole
+    store = DatasetStore(spec)
+    later = report.extracted[-3:]  # only these become stale: the ranges before them are counted, not written
+    for key in later:
+        store.part_paths(key).meta.unlink()
+    shutil.rmtree(tmp_path / "whole")
+    report = extract_dataset(spec, catalog, force=False, workers=workers)
+    assert report.extracted == later
+    assert published(tmp_path / "split") == whole
+    metas = [store.read_part_meta(key) for key in [s[0] for s in json.loads(
+        (tmp_path / "split" / "out" / ".slm4ie" / "d" / "current" / "manifest.json").read_bytes())["shards"]]]
+    assert [w for m in metas for w in m.warnings] == whole_warnings
+
+
+def test_the_text_cut_knows_every_whitespace_character_python_knows():
+    assert set(SPACES) == {chr(c) for c in range(0x110000) if chr(c).isspace()} - {"\n", "\r"}
+
+
+_LINE = st.one_of(st.sampled_from(["", " ", "\u00a0", "\x0c", "\u2028", "b\xffd", "x"]),
+                  st.text(alphabet="ab \u00a0\u2003", max_size=6))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.tuples(_LINE, st.sampled_from(["\n", "\r\n", "\r", ""])), max_size=30),
+       bom=st.booleans(), cut=st.integers(0, 400))
+def test_the_quick_text_count_equals_what_the_extraction_yields(tmp_path, lines, bom, cut):
+    data = ("\ufeff" if bom else "").encode() + "".join(a + b for a, b in lines).encode("utf-8", "surrogateescape")
+    data = data.replace("\xff".encode(), b"\xff")
+    path = tmp_path / "x.txt"
+    path.write_bytes(data)
+    cuts = plan_cuts("blank_line", path, len(data), max(1, cut))
+    for file in range_files(InputFile(path, "x.txt"), cuts):
+        ctx = ExtractContext("d", tmp_path)
+        docs = sum(1 for _ in TextExtractor().extract(file, ctx))
+        quick = count_documents(file)
+        if ctx.ledger.total:
+            assert quick is None  # a dropped block needs the full pass
+        else:
+            assert quick == (docs, count_lines(file))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_the_pool_schedule_hands_every_range_the_sum_of_the_ranges_before_it(tmp_path, workers):
+    """Through a real executor: ranges continue from counts or from their predecessors' extraction;
+    the third range from the end reports no counts (another run made its part current), so it is
+    counted when the range after it would wait for it."""
+    raw = _text_file(tmp_path, 3000)
+    shards = plan_shards(TextExtractor(), discover(raw, (".txt",)), split_bytes=10_000)
+    truth = [RangeCounts(docs=i + 1, lines=7 * i, drops=i % 2) for i in range(len(shards))]
+    seen: dict[int, RangeCounts] = {}
+    counted: list[int] = []
+
+    def extract(task: int, before: RangeCounts) -> SimpleNamespace:
+        seen[task] = before
+        return SimpleNamespace(counts=None if task == len(shards) - 3 else truth[task])
+
+    def count(file: InputFile) -> RangeCounts:
+        counted.append(file.range.index)
+        return truth[file.range.index]
+
+    with ThreadPoolExecutor(workers) as pool:
+        run_pooled(shards, list(range(len(shards))), lambda t, b: pool.submit(extract, t, b),
+                   lambda f: pool.submit(count, f), lambda t, r: None, workers)
+    expected = RangeCounts()
+    for task in range(len(shards)):
+        assert seen[task] == expected, task
+        expected = expected + truth[task]
+    assert len(counted) == len(set(counted)) and len(shards) - 3 in counted
+    assert workers == 1 or len(counted) < len(shards) - 1  # chains: not every range is counted
