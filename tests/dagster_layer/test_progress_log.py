@@ -12,8 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from dagster import AssetKey, DagsterInstance, materialize
+from dagster import AssetKey, materialize
 
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.definitions import build_definitions
@@ -49,14 +48,6 @@ def check_order(messages: list[str]) -> None:
     mbs = [float(m["mb"]) for _, m in progress]
     assert mbs == sorted(mbs) and mbs[0] < float(progress[0][1]["total"]), mbs
     assert any(m["done"] == "0" and float(m["mb"]) > 0 for _, m in progress), messages
-
-
-@pytest.fixture
-def instance(tmp_path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    with DagsterInstance.local_temp(str(home), overrides={"telemetry": {"enabled": False}}) as inst:
-        yield inst
 
 
 def test_materialize_with_two_workers_puts_progress_and_summary_in_the_run_event_log(tmp_path, instance):
