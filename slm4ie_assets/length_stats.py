@@ -2,8 +2,10 @@
 
 The part writer counts every document into log buckets while it writes (no second read of the
 output); a part's histogram is persisted in its PartMeta and the publish step adds the parts'
-histograms into the manifest's. A histogram has at most ~14,600 buckets, so memory and the
-manifest stay small at any corpus size.
+histograms into the manifest's. A part written before lengths were recorded has none (None), and
+then neither has the manifest: a sum over the other parts would pass for the whole dataset's.
+
+A histogram has at most ~14,600 buckets, so memory and the manifest stay small at any corpus size.
 
 Buckets: a value below 256 has a bucket of its own (exact); a larger value keeps its 8 leading
 bits, so a bucket [lo, hi] spans at most lo/128. A percentile is reported as the middle of its
@@ -84,6 +86,11 @@ class LengthStats:
         return cls(characters=LengthHistogram.from_json(d["characters"]),
                    tokens=LengthHistogram.from_json(d["tokens"]))
 
+    @classmethod
+    def from_json_or_none(cls, d: dict | None) -> "LengthStats | None":
+        """None for a file written before lengths were recorded (no key, or `null`)."""
+        return None if d is None else cls.from_json(d)
+
 
 NO_LENGTHS = LengthStats(EMPTY, EMPTY)
 
@@ -127,7 +134,11 @@ def merged_histogram(histograms: Iterable[LengthHistogram]) -> LengthHistogram:
     return LengthHistogram(sum(counts.values()), min(lows), max(highs), tuple(sorted(counts.items())))
 
 
-def merged_lengths(stats: Iterable[LengthStats]) -> LengthStats:
-    """The dataset's distributions from its parts' (the publish step)."""
-    stats = list(stats)
-    return LengthStats(merged_histogram(s.characters for s in stats), merged_histogram(s.tokens for s in stats))
+def merged_lengths(stats: Iterable[LengthStats | None]) -> LengthStats | None:
+    """The dataset's distributions from its parts' (the publish step); None when any part has none."""
+    known = []
+    for s in stats:
+        if s is None:
+            return None
+        known.append(s)
+    return LengthStats(merged_histogram(s.characters for s in known), merged_histogram(s.tokens for s in known))

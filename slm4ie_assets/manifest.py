@@ -2,9 +2,8 @@
 the checks, the metadata and downstream assets.
 
 `manifest.json` lives in the version folder beside the files it describes; its keys, their order
-and their values are the published format and must stay exactly as they are. (A manifest written
-before `lengths` existed does not parse, so that dataset is published once more: same text and
-sidecar bytes.)
+and their values are the published format and must stay exactly as they are. A manifest written
+before `lengths` existed reads with `lengths=None`, so that version stays published as it is.
 """
 
 from dataclasses import dataclass
@@ -37,7 +36,9 @@ class Manifest:
     duplicate_uids: int
     duplicate_examples: tuple[str, ...]
     published_at: str  # UTC, "%Y-%m-%dT%H:%M:%SZ"
-    lengths: LengthStats  # characters and tokens per document, merged from the parts' histograms
+    # characters and tokens per document, merged from the parts' histograms; None (`null`) when a
+    # part was written before `lengths` existed, since a sum of the other parts would look complete
+    lengths: LengthStats | None
 
     def to_json(self) -> bytes:
         return orjson.dumps(self, option=orjson.OPT_INDENT_2)  # fields in declaration order
@@ -54,5 +55,5 @@ class Manifest:
             sidecar_lines=d["sidecar_lines"], drops=d["drops"], discovery_warnings=tuple(d["discovery_warnings"]),
             repairs=d["repairs"], duplicate_uids=d["duplicate_uids"],
             duplicate_examples=tuple(d["duplicate_examples"]), published_at=d["published_at"],
-            lengths=LengthStats.from_json(d["lengths"]),
+            lengths=LengthStats.from_json_or_none(d.get("lengths")),
         )

@@ -34,10 +34,25 @@ _LENGTH_SCHEMA = TableSchema(columns=[
 ])
 
 
-def length_distribution_table(manifest: Manifest | None) -> MetadataValue:
-    """Characters per document and tokens per annotated document: min, percentiles, max."""
-    rows = [] if manifest is None else length_rows(manifest.lengths.characters, manifest.lengths.tokens)
+def length_distribution(spec: DatasetSpec, manifest: Manifest | None) -> MetadataValue:
+    """Characters per document and tokens per annotated document: min, percentiles, max; or, for a
+    version published from parts written before lengths were recorded, why there is no table."""
+    if manifest is None:
+        rows = []
+    elif manifest.lengths is None:
+        return MetadataValue.text(_lengths_unavailable(spec, manifest))
+    else:
+        rows = length_rows(manifest.lengths.characters, manifest.lengths.tokens)
     return MetadataValue.table([TableRecord(r) for r in rows], schema=_LENGTH_SCHEMA)
+
+
+def _lengths_unavailable(spec: DatasetSpec, manifest: Manifest) -> str:
+    store = DatasetStore(spec)
+    metas = [store.read_part_meta(key) for key, _ in manifest.shards]
+    without = sum(1 for m in metas if m is not None and m.lengths is None)
+    why = (f"{without} of {len(metas)} parts were written" if without
+           else "this version was published from parts written")  # parts forced since then
+    return f"Length distribution unavailable: {why} before lengths were recorded. Materializing with force fills it in."
 
 
 def _common(plan: DatasetPlan, manifest: Manifest | None) -> dict:
@@ -67,7 +82,7 @@ def _common(plan: DatasetPlan, manifest: Manifest | None) -> dict:
         ROW_COUNT: MetadataValue.int(docs),
         COLUMN_SCHEMA: MetadataValue.table_schema(DOCUMENT_SCHEMA),
         "preview": preview(plan.spec, manifest),
-        "length_distribution": length_distribution_table(manifest),
+        "length_distribution": length_distribution(plan.spec, manifest),
         "force": MetadataValue.bool(plan.force),
     }
 

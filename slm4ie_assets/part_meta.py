@@ -2,8 +2,9 @@
 and the Dagster layer.
 
 The JSON is the file format under `.slm4ie/<key>/parts/<id>.meta.json`: its keys, their order and
-their values must stay exactly as they are, or every existing part stops being current. (A meta
-written before `lengths` existed does not parse, so its part is extracted once more: same bytes, D2.)
+their values must stay exactly as they are, or every existing part stops being current. A meta
+written before `lengths` existed reads with `lengths=None` and its part stays current: upgrading must
+not re-extract a corpus for a metadata table. A new part always has lengths.
 """
 
 from collections.abc import Iterable
@@ -34,7 +35,9 @@ class PartMeta:
     warnings: tuple[str, ...]
     repairs: dict[str, int]
     seconds: float
-    lengths: LengthStats  # characters and tokens per document, for the published distributions
+    # characters and tokens per document, for the published distributions; None only when read from
+    # a meta written before `lengths` existed (no key), never when a part is written
+    lengths: LengthStats | None
 
     def to_json(self) -> bytes:
         return orjson.dumps(self)  # a dataclass serializes its fields in declaration order
@@ -48,7 +51,7 @@ class PartMeta:
             recipe=d["recipe"], docs=d["docs"], annotated_docs=d["annotated_docs"], tokens=d["tokens"],
             sentences=d["sentences"], text_bytes=d["text_bytes"], input_bytes=d["input_bytes"],
             has_annotations=d["has_annotations"], drops=d["drops"], warnings=tuple(d["warnings"]),
-            repairs=d["repairs"], seconds=d["seconds"], lengths=LengthStats.from_json(d["lengths"]),
+            repairs=d["repairs"], seconds=d["seconds"], lengths=LengthStats.from_json_or_none(d.get("lengths")),
         )
 
 

@@ -120,7 +120,7 @@ def _write_version(spec: DatasetSpec, shards: list[Shard], store: DatasetStore, 
         discovery_warnings=tuple(discovery[:MAX_DISCOVERY_WARNINGS]), repairs=merged_repairs(metas),
         duplicate_uids=duplicates.count, duplicate_examples=duplicates.examples,
         published_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        lengths=merged_lengths(m.lengths for m in metas),
+        lengths=merged_lengths(m.lengths for m in metas),  # None if a part predates lengths
     )
     write_atomic(version / MANIFEST, manifest.to_json())
     fsync_dir(version)

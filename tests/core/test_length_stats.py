@@ -5,19 +5,24 @@ import json
 import math
 from pathlib import Path
 
+import orjson
 import yaml
 
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.length_stats import (
     EMPTY,
+    NO_LENGTHS,
     RELATIVE_ERROR,
     LengthCounter,
     bucket_bounds,
     bucket_of,
     merged_histogram,
+    merged_lengths,
 )
 from slm4ie_assets.manifest import Manifest
-from slm4ie_assets.pipeline import extract_dataset
+from slm4ie_assets.metadata import length_distribution
+from slm4ie_assets.part_meta import PartMeta
+from slm4ie_assets.pipeline import extract_dataset, plan_dataset
 from slm4ie_assets.preview import length_rows
 from slm4ie_assets.store import DatasetStore
 
@@ -109,3 +114,98 @@ def test_buckets_cover_every_length_once_with_the_stated_width():
         previous_hi = hi
     assert all(bucket_bounds(bucket_of(n))[0] <= n <= bucket_bounds(bucket_of(n))[1]
                for n in (2**40 - 1, 2**40, 2**63 + 12345))
+
+
+# The previous release (4d1da5d) wrote these exact bytes, before `lengths` existed: one part meta and
+# one manifest of its `text` bench dataset.
+PREVIOUS_META = (b'{"format":1,"shard":"text_00.txt","files":["text_00.txt"],'
+                 b'"fingerprint":"625658:1796169581722067661","recipe":"67e8e2ca93375891","docs":309,"annotated_docs":0,"tokens":0,"sentences":0,'
+                 b'"text_bytes":656579,"input_bytes":625658,"has_annotations":false,"drops":{},"warnings":[],'
+                 b'"repairs":{},"seconds":0.032}')
+PREVIOUS_MANIFEST = (
+    b'{\n  "format": 1,\n  "dataset": "text",\n  "recipe": "67e8e2ca93375891",\n  "shards": [\n    [\n'
+    b'      "text_00.txt",\n      "625658:1796169581722067661"\n    ],\n    [\n      "text_01.txt",\n'
+    b'      "836042:1796169581808719810"\n    ],\n    [\n      "text_02.txt",\n      "1043285:1796169581920719807"\n'
+    b'    ]\n  ],\n  "files": 3,\n  "docs": 1172,\n  "annotated_docs": 0,\n  "tokens": 0,\n  "sentences": 0,\n'
+    b'  "text_bytes": 2622527,\n  "sidecar_bytes": 0,\n  "has_sidecar": false,\n  "sidecar_lines": 0,\n'
+    b'  "drops": {},\n  "discovery_warnings": [],\n  "repairs": {},\n  "duplicate_uids": 0,\n'
+    b'  "duplicate_examples": [],\n  "published_at": "2026-12-01T23:59:56Z"\n}')
+
+
+def as_previous_release(path: Path, indent: bool) -> None:
+    """Rewrite a meta or manifest as the previous release wrote it: the same JSON without `lengths`."""
+    d = orjson.loads(path.read_bytes())
+    del d["lengths"]
+    path.write_bytes(orjson.dumps(d, option=orjson.OPT_INDENT_2 if indent else 0))
+
+
+def downgrade(store: DatasetStore, shard_keys, manifest: bool = True) -> None:
+    for key in shard_keys:
+        as_previous_release(store.part_paths(key).meta, indent=False)
+    if manifest:
+        as_previous_release(store.current / "manifest.json", indent=True)
+
+
+def annotated(doc_id: str, k: int) -> str:
+    return json.dumps({"doc_id": doc_id, "text": " ".join(["w"] * k),
+                       "paragraphs": [{"sentences": [{"tokens": [{"form": "w"}] * k}]}]}) + "\n"
+
+
+def test_a_meta_and_a_manifest_of_the_previous_release_load_with_lengths_none():
+    meta = PartMeta.from_json(PREVIOUS_META)
+    assert meta.lengths is None and (meta.shard, meta.docs, meta.seconds) == ("text_00.txt", 309, 0.032)
+    manifest = Manifest.from_json(PREVIOUS_MANIFEST)
+    assert manifest.lengths is None and (manifest.docs, len(manifest.shards)) == (1172, 3)
+    assert merged_lengths([meta.lengths, NO_LENGTHS]) is None  # one part without lengths: no distribution
+    assert PartMeta.from_json(meta.to_json()) == meta and Manifest.from_json(manifest.to_json()) == manifest
+
+
+def test_parts_written_before_lengths_stay_current_and_keep_their_bytes(tmp_path):
+    files = {"a.jsonl": annotated("a1", 3) + annotated("a2", 4), "b.jsonl": annotated("b1", 5)}
+    manifest = publish(tmp_path, "j", "jsonl", files)
+    catalog = load_catalog(tmp_path / "out-j.yaml")
+    spec = catalog.dataset("j")
+    store = DatasetStore(spec)
+    keys = [key for key, _ in manifest.shards]
+    downgrade(store, keys)
+    fresh_meta = orjson.loads(store.part_paths(keys[0]).meta.read_bytes())
+    assert list(fresh_meta) == list(orjson.loads(PREVIOUS_META))  # the previous release's key set and order
+    published = {p: p.read_bytes() for p in (spec.text_path, spec.sidecar_path)}
+    metas = {k: store.part_paths(k).meta.read_bytes() for k in keys}
+
+    report = extract_dataset(spec, catalog, force=False, workers=1)
+    assert report.skipped and report.extracted == []  # nothing is extracted again
+    assert all(store.part_is_current(s) for s in plan_dataset(spec).shards)
+    assert {k: store.part_paths(k).meta.read_bytes() for k in keys} == metas
+    assert {p: p.read_bytes() for p in published} == published
+    assert report.manifest is not None and report.manifest.lengths is None
+    note = length_distribution(spec, report.manifest)
+    assert note.value == ("Length distribution unavailable: 2 of 2 parts were written before lengths were "
+                          "recorded. Materializing with force fills it in.")
+
+
+def test_a_publish_over_parts_some_without_lengths_records_no_distribution_until_forced(tmp_path):
+    files = {"a.txt": blocks([5, 6]), "b.txt": blocks([7]), "c.txt": blocks([8, 9])}
+    manifest = publish(tmp_path, "t", "text", files)
+    catalog = load_catalog(tmp_path / "out-t.yaml")
+    spec = catalog.dataset("t")
+    store = DatasetStore(spec)
+    downgrade(store, [key for key, _ in manifest.shards][:2])
+    (tmp_path / "raw" / "t" / "c.txt").write_text(blocks([8, 9, 10]), encoding="utf-8")  # c's part is stale
+
+    report = extract_dataset(spec, catalog, force=False, workers=1)
+    assert report.extracted == ["c.txt"] and report.manifest is not None
+    assert report.manifest.lengths is None  # not a distribution of 3 of the 6 documents
+    assert orjson.loads((store.current / "manifest.json").read_bytes())["lengths"] is None
+    assert Manifest.from_json((store.current / "manifest.json").read_bytes()) == report.manifest
+    fresh = publish(tmp_path, "t", "text", {}, out="fresh")  # the same inputs, every part new
+    assert spec.text_path.read_bytes() == (tmp_path / "fresh" / "t.jsonl").read_bytes()
+    note = length_distribution(spec, report.manifest)
+    assert "unavailable: 2 of 3 parts were written before lengths were recorded" in note.value
+    assert "force" in note.value
+
+    forced = extract_dataset(spec, catalog, force=True, workers=1).manifest
+    assert forced is not None and forced.lengths == fresh.lengths
+    assert forced.lengths is not None and forced.lengths.characters.count == 6
+    rows = length_distribution(spec, forced).value.records
+    assert [r.data["measure"] for r in rows] == ["characters per document"]
