@@ -2,7 +2,9 @@
 the sample corpus, driven by Playwright with Debian's chromium.
 
 A person opens extracted/news_txt, clicks Materialize (confirming the upstream dialog), sees the
-document count in the metadata; then opens shards/news_txt and backfills every partition.
+document count, the sample preview and the length distribution in the metadata, and the progress
+lines and run summary in the run's log; then opens shards/news_txt, backfills every partition,
+opens one partition's own metadata, and the lineage raw/ -> shards/ -> extracted/.
 Screenshots land in the test's tmp folder, and in docs/screenshots/ when
 SLM4IE_REFRESH_SCREENSHOTS=1.
 """
@@ -12,6 +14,7 @@ import re
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -39,6 +42,9 @@ SCREENSHOTS = REPO / "docs" / "screenshots"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RUN_TIMEOUT = 300
+# a progress line every 50 ms, so the sample corpus's sub-second run logs several (README, "Progress")
+PROGRESS_SECONDS = "0.05"
+PROGRESS_LINE = re.compile(rf"{DATASET}: [0-9.]+ of [0-9.]+ MB \(\d+%\), \d+ of \d+ shards, .* ETA ")
 VIEWPORT = {"width": 1400, "height": 900}
 # one partition's latest materialization, and the lineage parents of an asset (issue 15 items 2, 3)
 PARTITION_EVENT_QUERY = """
@@ -90,7 +96,8 @@ def ui(tmp_path_factory, browser_path):
     doc = yaml.safe_load(instance_config(home).read_text())
     assert doc["run_coordinator"]["class"] == "QueuedRunCoordinator" and doc["telemetry"] == {"enabled": False}
     assert doc["storage"]["sqlite"]["base_dir"].startswith(str(home))
-    dev = DagsterDev(dagster_env(config, home), base / "dagster_dev.log")
+    env = dagster_env(config, home, SLM4IE_PROGRESS_SECONDS=PROGRESS_SECONDS)
+    dev = DagsterDev(env, base / "dagster_dev.log")
     try:
         dev.wait_ready(timeout=240)
         dev.out = base / "examples" / "data" / "extracted"
@@ -213,6 +220,8 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     metadata.wait_for()
     assert re.search(rf"\b{lines}\b", metadata.inner_text()), metadata.inner_text()
     shoot(ui, page, "dataset-page", full_page=True)
+    check_sample_preview(ui, page)
+    check_run_progress(ui, page, run["runId"], lines)
 
     if not ui.asset_exists(["shards", DATASET]):
         pytest.skip("shards/<key> assets are not defined in this checkout: the backfill step cannot run")
@@ -257,12 +266,83 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     page.get_by_text("No partition selected").wait_for(state="hidden")
     page.get_by_text(runs[0]["runId"][:8]).first.wait_for()  # the partition's run, from the backfill
     page.get_by_text("batch_shards", exact=True).first.wait_for()  # its metadata: own numbers + batch_
+    # the partition's own document count, not the batch's (issue 15 item 3)
+    row = metadata_row(page, "documents")
+    assert re.search(rf"^\s*documents\s+{own['arhiv/2023.txt']}\s*$", row.inner_text()), row.inner_text()
     settle(page)
     shoot(ui, page, "shard-partitions")
+    check_lineage(ui, page)
 
+
+@contextmanager
+def viewport(page, **size):
+    """A bigger window for one screenshot, then the usual one."""
+    page.set_viewport_size({**VIEWPORT, **size})
+    try:
+        yield
+    finally:
+        page.set_viewport_size(VIEWPORT)
+
+
+def metadata_row(page, label: str):
+    """The metadata table row whose key cell is exactly `label`, once shown."""
+    row = page.locator("tr", has=page.locator("td", has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))).first
+    row.wait_for()
+    return row
+
+
+def check_sample_preview(ui, page) -> None:
+    """The latest materialization's `preview` (a markdown sample, behind "[Show Markdown]") and its
+    `length_distribution` table, on the asset page (issue 15 item 4)."""
+    lengths = metadata_row(page, "length_distribution")
+    lengths.get_by_text("characters per document").first.wait_for()
+    with viewport(page, width=2000):  # the whole table: min, p10 ... p99, max
+        lengths.evaluate("e => e.scrollIntoView({block: 'center'})")
+        lengths.get_by_text("max", exact=True).first.wait_for()
+        settle(page)
+        shoot(ui, page, "length-distribution")
+    preview = metadata_row(page, "preview")
+    preview.get_by_text("[Show Markdown]").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_text(re.compile(r"\d+ of \d+ documents: those with the smallest uid hashes")).wait_for()
+    dialog.get_by_text(re.compile(r"shard .* line \d+; \d+ characters")).first.wait_for()
+    settle(page)  # the dialog's fade-in
+    shoot(ui, page, "sample-preview")
+    button(dialog, "Close").click()
+    dialog.wait_for(state="hidden")
+
+
+def check_run_progress(ui, page, run_id: str, documents: int) -> None:
+    """The run's log view shows the progress lines (MB, ETA) and the summary table (issue 15 item 1);
+    with "Event" unticked under Levels, only the run's log messages remain."""
+    open_page(ui, page, f"/runs/{run_id}")
+    page.get_by_text(PROGRESS_LINE).first.wait_for()
+    button(page, "Levels (5/6)").click()
+    page.get_by_role("menuitem").get_by_text("event", exact=True).click()  # the label of its checkbox
+    wait_until(lambda: not page.locator("#menu-check-EVENT").is_checked(), 30, "the Event level to be unticked")
+    page.keyboard.press("Escape")
+    page.get_by_text("ASSET_MATERIALIZATION", exact=True).first.wait_for(state="detached")
+    page.get_by_text(PROGRESS_LINE).first.wait_for()
+    page.get_by_text(re.compile(rf"{DATASET}: done: .* shards, {documents} documents in ")).first.wait_for()
+    summary = page.get_by_text(re.compile(rf"{DATASET}: run summary")).first
+    summary.wait_for()
+    assert re.search(rf"documents\s+{documents}\s+{documents}", summary.inner_text()), summary.inner_text()
+    with viewport(page, height=1300):
+        settle(page)
+        shoot(ui, page, "run-progress")
+
+
+def check_lineage(ui, page) -> None:
+    """extracted/<key>'s lineage tab shows raw/<key>, shards/<key> and extracted/<key> (issue 15 item 2);
+    the edges raw -> shards -> extracted and raw -> extracted are the asset dependencies behind it."""
     parents = ui.graphql(PARENTS_QUERY, {"key": {"path": ["extracted", DATASET]}})["assetNodeOrError"]
     assert sorted(d["path"] for d in parents["dependencyKeys"]) == [["raw", DATASET], ["shards", DATASET]]
+    parents = ui.graphql(PARENTS_QUERY, {"key": {"path": ["shards", DATASET]}})["assetNodeOrError"]
+    assert [d["path"] for d in parents["dependencyKeys"]] == [["raw", DATASET]]
     open_page(ui, page, f"/assets/extracted/{DATASET}?view=lineage")
+    for group in ("raw", "shards", "extracted"):
+        page.get_by_text(group, exact=True).first.wait_for()
+    wait_until(lambda: page.get_by_text(DATASET, exact=True).count() >= 3, 60, "three news_txt nodes")
     page.get_by_text("Latest event").first.wait_for()
     settle(page)
     shoot(ui, page, "lineage")
