@@ -57,7 +57,6 @@ class DatasetPlan:
     up_to_date: bool  # published output matches the shards
     force: bool = False
     workers: int = 1
-    archive_report: "ArchiveReport | None" = None
     unreadable: list[str] = field(default_factory=list)  # D6: "<key>/<entry> [unreadable_path]"
     progress_seconds: float | None = None  # between progress lines; None: progress.progress_interval()
 
