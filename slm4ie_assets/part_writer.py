@@ -21,7 +21,7 @@ from .part_meta import PartMeta
 from .schema import Document
 from .shards import Shard
 from .sidecar_writer import SidecarWriter
-from .split import count_lines
+from .split import range_lines
 from .store import DatasetStore, OutputWriteError, partial, write_atomic
 
 Progress = Callable[[int, int, int], None]  # (documents, text bytes, input files finished) so far in this part
@@ -224,7 +224,7 @@ def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, st
     lines = 0
     if file.range is not None and not file.range.is_last:
         try:
-            lines = count_lines(file)
+            lines = range_lines(extractor, file)
         except OSError:
             pass  # unreadable: already counted as `unreadable_file`; no later warning names its lines
     return meta, RangeCounts(writer.docs, lines, writer.ledger.total, writer.repaired_docs, writer.context.tally)

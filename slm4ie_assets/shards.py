@@ -99,10 +99,13 @@ def range_shards(extractor: Extractor, file: InputFile, fp: Fingerprint, split_b
     """One shard for the file, or one per range when it is over `split_bytes` and its format splits."""
     if extractor.split_at is None or split_bytes <= 0 or fp.size <= split_bytes:
         return [Shard(shard_key(file.rel), (file,), str(fp), fp.size)]
-    cuts = cached_cuts(extractor.split_at, file, fp, split_bytes)
+    cuts = cached_cuts(extractor, file, fp, split_bytes)
     if len(cuts) == 2:
         return [Shard(shard_key(file.rel), (file,), str(fp), fp.size)]
-    return [Shard(shard_key(file.rel, f"%r{i}"), (part,), f"{fp}@{cuts[i]}-{cuts[i + 1]}", cuts[i + 1] - cuts[i])
+    def size_of(i: int) -> int:  # bytes, for progress and scheduling; rows are scaled to the file's size
+        n = cuts[i + 1] - cuts[i]
+        return n if extractor.range_unit == "bytes" else fp.size * n // max(1, cuts[-1])
+    return [Shard(shard_key(file.rel, f"%r{i}"), (part,), f"{fp}@{cuts[i]}-{cuts[i + 1]}", size_of(i))
             for i, part in enumerate(range_files(file, cuts))]
 
 
@@ -110,11 +113,15 @@ _CUTS: dict[tuple, tuple[int, ...]] = {}  # sensors plan every tick: reuse the c
 _CUTS_KEPT = 256
 
 
-def cached_cuts(split_at: str, file: InputFile, fp: Fingerprint, split_bytes: int) -> tuple[int, ...]:
+def cached_cuts(extractor: Extractor, file: InputFile, fp: Fingerprint, split_bytes: int) -> tuple[int, ...]:
+    split_at = extractor.split_at
+    assert split_at is not None
     key = (split_at, str(file.path), str(fp), split_bytes)
     cuts = _CUTS.get(key)
     if cuts is None:
-        cuts = plan_cuts(split_at, file.path, fp.size, split_bytes)
+        cuts = extractor.plan_ranges(file, fp.size, split_bytes)
+        if cuts is None:
+            cuts = plan_cuts(split_at, file.path, fp.size, split_bytes)
         if len(_CUTS) >= _CUTS_KEPT:
             _CUTS.clear()
         _CUTS[key] = cuts

@@ -127,6 +127,12 @@ def count_lines(file: InputFile) -> int:
     return total
 
 
+def range_lines(extractor: Extractor, file: InputFile) -> int:
+    """The range's contribution to later line numbers: the extractor's own count, else line ends."""
+    own = extractor.lines_in_range(file)
+    return count_lines(file) if own is None else own
+
+
 def count_range(spec: DatasetSpec, extractor: Extractor, file: InputFile) -> RangeCounts:
     """The counts of one range without writing anything: the same documents through the same
     encoder as the part writer (so its drops and repairs count alike), the same drop ledger; or the
@@ -151,7 +157,7 @@ def count_range(spec: DatasetSpec, extractor: Extractor, file: InputFile) -> Ran
             raise
         ledger.add("unreadable_file", "")  # as the part writer does (D6): the rest of the range is skipped
     try:
-        lines = count_lines(file)
+        lines = range_lines(extractor, file)
     except OSError:
         lines = 0  # unreadable: no warning of a later range names a line read after this one
     return RangeCounts(docs, lines, ledger.total, repaired, ctx.tally)

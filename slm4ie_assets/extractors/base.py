@@ -202,8 +202,11 @@ class Extractor:
     patterns: ClassVar[tuple[str, ...]] = ()  # name suffixes, e.g. (".txt",)
     metadata_keys: ClassVar[tuple[str, ...]] = ()  # what its `metadata:` block may hold; () = it takes none
     # the record boundary a file over `split_bytes` is cut at (docs/splitting.md): "blank_line",
-    # "line" or "newdoc"; None: files are never split. `extract` must honour `InputFile.range`.
+    # "line" or "newdoc" (split.plan_cuts finds them), or a name of the extractor's own for cuts
+    # its `plan_ranges` makes; None: files are never split. `extract` must honour `InputFile.range`.
     split_at: ClassVar[str | None] = None
+    # what the cuts count: "bytes" (offsets into the file) or "rows" (huggingface: row indices)
+    range_unit: ClassVar[str] = "bytes"
     options: Any
 
     def __init__(self, options: Any = None):
@@ -238,6 +241,16 @@ class Extractor:
         """(documents written, line ends) of a range of a split file, cheaper than extracting it, or
         None to let the count-only pass run `extract` (docs/splitting.md). Only for a format whose
         documents the part writer never drops or repairs, and only when the range has no drop."""
+        return None
+
+    def plan_ranges(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...] | None:
+        """`(0, cut, ..., end)` for a file over `split_bytes` whose cuts this extractor finds itself
+        (in `range_unit`s), or None to let `split.plan_cuts` cut at `split_at`."""
+        return None
+
+    def lines_in_range(self, file: InputFile) -> int | None:
+        """What the range adds to the line numbers of later ranges' warnings, or None: its line
+        ends (`split.count_lines`)."""
         return None
 
     def fingerprint_of(self, file: InputFile) -> Fingerprint:
