@@ -227,6 +227,15 @@ def plan_shard_batch(context: AssetExecutionContext, spec: DatasetSpec, catalog:
     return ShardBatch(spec, [by_key[k] for k in keys], extract.force, workers, extract.progress_seconds)
 
 
+def backfill_policy(spec: DatasetSpec) -> BackfillPolicy:
+    """Fan-out (D24): runs of at most `max_shards_per_run` shards, which the run queue runs side by
+    side (local processes, or pods under the K8s run launcher); 0 keeps one run per contiguous range,
+    which the CLI's `--partition-range` requires."""
+    if spec.max_shards_per_run:
+        return BackfillPolicy.multi_run(max_partitions_per_run=spec.max_shards_per_run)
+    return BackfillPolicy.single_run()
+
+
 def build_shards_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefinition:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)  # backfill_policy is beta in 1.13: a warning at every load
@@ -237,7 +246,7 @@ def build_shards_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefinition:
             code_version=code_version(spec),
             owners=list(spec.owners),
             partitions_def=shard_partitions(spec.key),
-            backfill_policy=BackfillPolicy.single_run(),
+            backfill_policy=backfill_policy(spec),
             group_name=SHARDS_GROUP,
             io_manager_key="extract_io",
             pool=EXTRACT_POOL,

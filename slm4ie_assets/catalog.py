@@ -24,11 +24,15 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FORMAT_VERSION = 1  # bump when the bytes an extractor writes change for the same input
 
 _KEY_RE = re.compile(r"[A-Za-z0-9_]+")  # used with fullmatch: `$` would let a trailing newline through
-_TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "shard_group_threshold", "split_bytes"}
+_TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "shard_group_threshold", "split_bytes",
+             "max_shards_per_run"}
 _DATASET_KEYS = {"extractor", "domain", "metadata", "strict", "watch", "watch_interval", "schedule", "owners",
-                 "split_bytes"}
+                 "split_bytes", "max_shards_per_run"}
 _ARCHIVE_KEYS = {"max_ratio", "max_bytes"}
 DEFAULT_SPLIT_BYTES = 256 * 1024**2  # a file over this is extracted as several ranges (docs/splitting.md)
+# 0: a backfill of shards/<key> is one run per contiguous key range (the in-run pool uses the cores);
+# N: runs of at most N shards, which the run queue runs side by side (D24)
+DEFAULT_MAX_SHARDS_PER_RUN = 0
 
 
 
@@ -55,6 +59,7 @@ class DatasetSpec:
     schedule: str | None = None
     owners: tuple[str, ...] = ()  # Dagster asset owners: e-mail addresses or `team:<name>`
     split_bytes: int = DEFAULT_SPLIT_BYTES  # 0: files are never split; not in the recipe (same bytes)
+    max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN  # fan-out of shard backfills and sensor runs (D24)
     raw_dir: Path = Path()
     output_dir: Path = Path()
 
@@ -86,6 +91,7 @@ class Catalog:
     shard_group_threshold: int = 1000
     datasets: dict = field(default_factory=dict)
     split_bytes: int = DEFAULT_SPLIT_BYTES
+    max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN
 
     def dataset(self, key: str) -> DatasetSpec:
         try:
@@ -191,18 +197,31 @@ def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) 
         problems.add(("shard_group_threshold",), f"expected a whole number >= 1, got {threshold!r}")
         threshold = 1000
     limits = _archive_limits(doc.get("archives"), problems)
-    split_bytes = _split_bytes(doc, (), DEFAULT_SPLIT_BYTES, problems)
-    datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, split_bytes)
+    defaults = _Inherited(_whole(doc, (), "split_bytes", DEFAULT_SPLIT_BYTES, problems),
+                          _whole(doc, (), "max_shards_per_run", DEFAULT_MAX_SHARDS_PER_RUN, problems))
+    datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, defaults)
     problems.raise_if_any(path)
-    return Catalog(path, input_dir, output_dir, max_workers, limits, threshold, datasets, split_bytes)
+    return Catalog(path, input_dir, output_dir, max_workers, limits, threshold, datasets, defaults.split_bytes,
+                   defaults.max_shards_per_run)
 
 
-def _split_bytes(mapping: dict, where: KeyPath, default: int, problems: _Problems) -> int:
-    """`split_bytes`: a whole number of bytes >= 0 (0 turns splitting off), else the default."""
-    value = mapping.get("split_bytes", default)
+@dataclass(frozen=True)
+class _Inherited:
+    """Top-level settings a dataset may override."""
+
+    split_bytes: int = DEFAULT_SPLIT_BYTES
+    max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN
+
+
+_WHOLE_MEANING = {"split_bytes": "a whole number of bytes >= 0 (0 = never split a file)",
+                  "max_shards_per_run": "a whole number >= 0 (0 = one run per backfill range)"}
+
+
+def _whole(mapping: dict, where: KeyPath, name: str, default: int, problems: _Problems) -> int:
+    """A whole-number setting >= 0 (`split_bytes`, `max_shards_per_run`), else the default."""
+    value = mapping.get(name, default)
     if not _is_int(value) or value < 0:
-        problems.add(where + ("split_bytes",), f"expected a whole number of bytes >= 0 (0 = never split a file), "
-                                               f"got {value!r}")
+        problems.add(where + (name,), f"expected {_WHOLE_MEANING[name]}, got {value!r}")
         return default
     return value
 
@@ -237,7 +256,7 @@ def _archive_limits(arch: Any, problems: _Problems) -> ArchiveLimits:
 
 
 def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: _Problems,
-                    split_bytes: int = DEFAULT_SPLIT_BYTES) -> dict:
+                    defaults: _Inherited = _Inherited()) -> dict:
     if raw_sets is None:
         return {}
     if not isinstance(raw_sets, dict):
@@ -245,14 +264,14 @@ def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: 
         return {}
     datasets: dict[str, DatasetSpec] = {}
     for key, entry in raw_sets.items():
-        spec = _parse_dataset(key, entry, input_dir, output_dir, problems, split_bytes)
+        spec = _parse_dataset(key, entry, input_dir, output_dir, problems, defaults)
         if spec is not None:
             datasets[key] = spec
     return datasets
 
 
 def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, problems: _Problems,
-                   split_bytes: int = DEFAULT_SPLIT_BYTES) -> DatasetSpec | None:
+                   defaults: _Inherited = _Inherited()) -> DatasetSpec | None:
     where = ("datasets", key)
     if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
         problems.add(where, "dataset key must be letters, digits and underscores only "
@@ -283,7 +302,8 @@ def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, prob
         except ValueError as exc:
             problems.add_reported(where + ("metadata",), str(exc))
     settings = _dataset_settings(entry, where, problems)
-    settings["split_bytes"] = _split_bytes(entry, where, split_bytes, problems)
+    settings["split_bytes"] = _whole(entry, where, "split_bytes", defaults.split_bytes, problems)
+    settings["max_shards_per_run"] = _whole(entry, where, "max_shards_per_run", defaults.max_shards_per_run, problems)
     if len(problems) > n_before:
         return None
     assert isinstance(extractor, str) and isinstance(domain, str)  # checked above, else a problem was added

@@ -5,7 +5,8 @@ A tick unpacks new archives (under the dataset lock), lists and stats the raw fi
 reads) and compares them with the `shards/<key>` partitions registered in the instance and with
 a small cursor:
   - new shards are added as partitions; those whose part is not current get ONE run over their
-    key range (they are appended last, so the range is contiguous);
+    key range (they are appended last, so the range is contiguous), or runs of at most
+    `max_shards_per_run` when the dataset fans out (D24);
   - changed shards get one run each, with run_key `<shard>@<fingerprint>`, so the same work is
     never requested twice;
   - vanished shards are deleted; when that is all that happened, extracted/<key> is requested
@@ -14,7 +15,8 @@ a small cursor:
     extracted/<key> run does everything in its process pool instead (per-run and per-partition
     event costs would dominate, DAGSTER_NOTES 2); so does the very first extraction of a dataset
     that was never published (nothing to republish yet, and the automation sensor only reacts to
-    shard updates it has seen after its own first evaluation).
+    shard updates it has seen after its own first evaluation); a dataset that fans out (D24) gets
+    its shard runs instead, first extraction included, and the eager condition publishes after them.
 
 The cursor holds the dataset's recipe and one 8-byte digest per bucket of shards (64 buckets,
 hashed by key), about 700 characters whatever the dataset size: Dagster stores the cursor with
@@ -155,20 +157,14 @@ def run_requests_for(spec: DatasetSpec, diff: WatchDiff) -> list[RunRequest]:
     shards_asset, extracted_asset = shards_key(spec.key), extracted_key(spec.key)
     tags = {"slm4ie/dataset": spec.key}
     work = diff.new_stale or diff.changed
-    if work and (not diff.published or len(diff.changed) > MAX_CHANGED_RUNS or len(diff.new_stale) > MAX_RANGE_SHARDS):
+    fan_out = spec.max_shards_per_run > 0  # new shards go to runs of at most that many (D24)
+    one_run = not fan_out and (not diff.published or len(diff.new_stale) > MAX_RANGE_SHARDS)
+    if work and (one_run or len(diff.changed) > MAX_CHANGED_RUNS):
         state = _digest(f"{s.key}@{s.fingerprint}" for s in diff.shards)
         trigger = "bulk" if diff.published else "initial"
         return [RunRequest(run_key=f"{trigger}@{state}", asset_selection=[extracted_asset],
                            tags={**tags, "slm4ie/trigger": trigger})]
-    requests = []
-    new = diff.new_stale
-    if len(new) == 1:
-        requests.append(RunRequest(run_key=f"{new[0].key}@{new[0].fingerprint}", partition_key=new[0].key,
-                                   asset_selection=[shards_asset], tags={**tags, "slm4ie/trigger": "new"}))
-    elif new:
-        requests.append(RunRequest(
-            run_key=f"new@{_digest(f'{s.key}@{s.fingerprint}' for s in new)}", asset_selection=[shards_asset],
-            tags={**tags, "slm4ie/trigger": "new", RANGE_START: new[0].key, RANGE_END: new[-1].key}))
+    requests = new_shard_requests(spec, diff.new_stale, tags)
     for s in diff.changed:
         requests.append(RunRequest(run_key=f"{s.key}@{s.fingerprint}", partition_key=s.key,
                                    asset_selection=[shards_asset], tags={**tags, "slm4ie/trigger": "changed"}))
@@ -176,6 +172,24 @@ def run_requests_for(spec: DatasetSpec, diff: WatchDiff) -> list[RunRequest]:
         state = _digest(f"{s.key}@{s.fingerprint}" for s in diff.shards)
         requests.append(RunRequest(run_key=f"publish@{state}", asset_selection=[extracted_asset],
                                    tags={**tags, "slm4ie/trigger": "deleted"}))
+    return requests
+
+
+def new_shard_requests(spec: DatasetSpec, new: list[Shard], tags: dict[str, str]) -> list[RunRequest]:
+    """One run per contiguous range of new shards (they are registered last, in shard order), cut
+    into runs of at most `max_shards_per_run` when the dataset fans out (D24)."""
+    shards_asset = shards_key(spec.key)
+    size = spec.max_shards_per_run or len(new) or 1
+    requests = []
+    for i in range(0, len(new), size):
+        chunk = new[i:i + size]
+        if len(chunk) == 1:
+            requests.append(RunRequest(run_key=f"{chunk[0].key}@{chunk[0].fingerprint}", partition_key=chunk[0].key,
+                                       asset_selection=[shards_asset], tags={**tags, "slm4ie/trigger": "new"}))
+        else:
+            requests.append(RunRequest(
+                run_key=f"new@{_digest(f'{s.key}@{s.fingerprint}' for s in chunk)}", asset_selection=[shards_asset],
+                tags={**tags, "slm4ie/trigger": "new", RANGE_START: chunk[0].key, RANGE_END: chunk[-1].key}))
     return requests
 
 
@@ -243,8 +257,9 @@ def build_raw_sensor(spec: DatasetSpec, catalog: Catalog) -> SensorDefinition:
 
 def build_automation_sensor(catalog: Catalog) -> AutomationConditionSensorDefinition:
     """Dagster's default automation sensor is STOPPED; this one runs, so extracted/<key> republishes
-    after shard runs without anyone switching it on. It ticks as often as the quickest watcher."""
-    intervals = [s.watch_interval for s in catalog.datasets.values() if s.watch] or [30]
+    after shard runs without anyone switching it on. It ticks as often as the quickest dataset's
+    `watch_interval` (watched or not: shard backfills from the UI need the republish too), 5-30 s."""
+    intervals = [s.watch_interval for s in catalog.datasets.values()] or [30]
     return AutomationConditionSensorDefinition(
         "slm4ie_republish_sensor",
         target=AssetSelection.assets(*(extracted_key(k) for k in catalog.datasets)),

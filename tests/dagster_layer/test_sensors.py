@@ -7,24 +7,21 @@ import gzip
 
 import pytest
 from dagster import (
-    AddDynamicPartitionsRequest,
     AssetSelection,
     DefaultScheduleStatus,
     DefaultSensorStatus,
-    DeleteDynamicPartitionsRequest,
     build_schedule_context,
-    build_sensor_context,
-    evaluate_automation_conditions,
 )
 
 from slm4ie_assets import sensors as sensors_module
-from slm4ie_assets.assets import extracted_key, partitions_name, shards_key
+from slm4ie_assets.assets import extracted_key, shards_key
 from slm4ie_assets.locks import dataset_lock
 from slm4ie_assets.pipeline import lock_path
 from slm4ie_assets.sensors import BUCKETS, bucket_digests, decode_cursor, encode_cursor
 from slm4ie_assets.shards import Shard
 from support.dagster_project import DagsterProject, output_metadata, part_meta_mtimes, touch
 from support.files import write_files
+from support.watcher import Watcher
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
@@ -35,46 +32,6 @@ TEXTS = {"a.txt": "prvi a\n\ndrugi a\n", "b.txt": "prvi b\n", "sub/c.txt": "prvi
 def project(tmp_path):
     write_files(tmp_path / "raw" / "kas", TEXTS)
     return DagsterProject(tmp_path, {"kas": {"extractor": "text", "domain": "academic", "watch_interval": 7}})
-
-
-class Watcher:
-    """Ticks the dataset's sensor like the daemon: evaluate, then apply the partition requests."""
-
-    def __init__(self, project: DagsterProject, instance, key: str = "kas"):
-        self.project, self.instance, self.key = project, instance, key
-        self.sensor = project.defs.get_sensor_def(f"raw_{key}_sensor")
-        self.cursor = None
-        self.auto_cursor = None
-
-    def tick(self):
-        data = self.sensor.evaluate_tick(build_sensor_context(instance_ref=self.instance.get_ref(), cursor=self.cursor,
-                                                              definitions=self.project.defs))
-        for req in data.dynamic_partitions_requests or []:
-            if isinstance(req, AddDynamicPartitionsRequest):
-                self.instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
-            else:
-                assert isinstance(req, DeleteDynamicPartitionsRequest)
-                for k in req.partition_keys:
-                    self.instance.delete_dynamic_partition(req.partitions_def_name, k)
-        self.cursor = data.cursor
-        return data
-
-    def partitions(self) -> list[str]:
-        return self.instance.get_dynamic_partitions(partitions_name(self.key))
-
-    def run(self, data, **kw):
-        return [self.project.execute(self.instance, r, **kw) for r in data.run_requests]
-
-    def automation(self) -> list:
-        """What the republish automation sensor would request now."""
-        res = evaluate_automation_conditions(self.project.defs, self.instance, cursor=self.auto_cursor)
-        self.auto_cursor = res.cursor
-        return [s.key for s in res._requested_subsets]
-
-    def republish_if_requested(self):
-        requested = self.automation()
-        assert extracted_key(self.key) in requested, requested
-        return self.project.publish(self.instance, self.key)
 
 
 def test_sensor_settings_come_from_extract_yaml(tmp_path):

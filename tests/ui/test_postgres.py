@@ -1,15 +1,18 @@
 """Scale-out path, for real (README, "Scale-out"): a PostgreSQL 15 server from Debian's packages, the instance
 config shipped in deploy/dagster.postgres.yaml, the literal CLI and `dagster-daemon run`.
 
-Proves (1) the Postgres instance publishes the same bytes as the sqlite instance, and (2) with a
+Proves (1) the Postgres instance publishes the same bytes as the sqlite instance, (2) with a
 separate webserver and daemon, the QueuedRunCoordinator's `max_concurrent_runs` and the
 `slm4ie_extract` pool above 1, a backfill of shard partitions runs as concurrent runs, and the
-republish that follows gives the same bytes again.
+republish that follows gives the same bytes again, and (3) fan-out (D24): a backfill of one
+dataset's shards with `max_shards_per_run` becomes several runs in progress at once, followed by
+exactly one publish, with the bytes of the literal CLI's serial run.
 """
 
 import importlib
 import importlib.util
 import subprocess
+import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -19,9 +22,10 @@ from dagster import AssetKey, DagsterRunStatus, RunsFilter
 
 from slm4ie_assets.assets import partitions_name
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.locks import dataset_lock
+from slm4ie_assets.locks import dataset_lock, shard_lock
 from slm4ie_assets.pipeline import lock_path, unpack
 from slm4ie_assets.shards import list_shards
+from slm4ie_assets.store import DatasetStore
 from support.ui import (
     BACKFILL_DONE,
     REPO,
@@ -272,3 +276,124 @@ def test_shard_backfill_runs_concurrently_under_the_daemon_on_postgres(postgres,
         instance.dispose()
     sqlite_reference.wait()
     assert_same_outputs(out, sqlite_reference.out)
+
+
+# ----------------------------------------------------------------------------- fan-out (D24)
+
+FAN_KEY = "fan"
+FAN_FILES = 8
+FAN_PER_RUN = 2
+
+
+def _conllu_doc(i: int, j: int) -> str:
+    words = [f"beseda{i}_{j}_{k}" for k in range(3)]
+    rows = "".join(f"{k + 1}\t{w}\t{w}\tNOUN\tNcmsn\t_\t0\troot\t_\t_\n" for k, w in enumerate(words))
+    return f"# newdoc id = d{i}_{j}\n# sent_id = s{i}_{j}\n# text = {' '.join(words)}\n{rows}\n"
+
+
+def fan_out_project(root: Path, **dataset) -> Path:
+    """A conllu dataset of FAN_FILES files (text and sidecar), one shard each, cut into runs of
+    FAN_PER_RUN shards; sensors off, so the only runs are the ones the test starts."""
+    raw = root / "raw" / FAN_KEY
+    raw.mkdir(parents=True)
+    for i in range(FAN_FILES):
+        (raw / f"part{i:02d}.conllu").write_text("".join(_conllu_doc(i, j) for j in range(3)), encoding="utf-8")
+    entry = {"extractor": "conllu", "domain": "test", "watch": False, "watch_interval": 5,
+             "max_shards_per_run": FAN_PER_RUN, **dataset}
+    doc = {"input_dir": str(root / "raw"), "output_dir": str(root / "out"), "max_workers": 1,
+           "datasets": {FAN_KEY: entry}}
+    cfg = root / "extract.yaml"
+    cfg.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return cfg
+
+
+def cli_materialize(config: Path, home: Path, selection: str) -> str:
+    """The literal CLI, in its own process: its output."""
+    proc = subprocess.run([str(VENV_BIN / "dagster"), "asset", "materialize", "--select", selection], cwd=REPO,
+                          env=dagster_env(config, home), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT)
+    assert proc.returncode == 0 and "RUN_SUCCESS" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-8000:]
+    return proc.stdout
+
+
+def _extracted_runs(instance) -> list:
+    return [r for r in instance.get_run_records()
+            if any(k.path == ["extracted", FAN_KEY] for k in r.dagster_run.asset_selection or ())]
+
+
+def test_a_shard_backfill_fans_out_into_concurrent_runs_and_publishes_once(postgres, tmp_path, monkeypatch):
+    """UI "Materialize all" on shards/fan: 8 shards, at most 2 per run -> 4 runs, at least 2 of them in
+    progress at once (the test holds the first shard lock of every run, so each one waits inside its
+    step, whatever the machine's speed), then exactly one extracted/fan run publishes, from the
+    complete set of parts, the bytes of `dagster asset materialize --select extracted/fan` on sqlite."""
+    reference = fan_out_project(tmp_path / "serial", max_shards_per_run=0)
+    ref_home = tmp_path / "serial_home"
+    instance_config(ref_home)
+    cli_materialize(reference, ref_home, f"extracted/{FAN_KEY}")
+
+    home, creds = postgres_home(postgres, tmp_path, "slm4ie_fanout", monkeypatch)
+    cfg = fan_out_project(tmp_path / "fan")
+    env = dagster_env(cfg, home, **creds, DAGSTER_EVENT_BATCH_SIZE="1000")
+    instance = open_instance(home)
+    spec = load_catalog(cfg).dataset(FAN_KEY)
+    keys = [s.key for s in list_shards(spec)]
+    assert len(keys) == FAN_FILES
+    instance.add_dynamic_partitions(partitions_name(FAN_KEY), keys)
+    store = DatasetStore(spec)
+    daemon = Background([str(VENV_BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], REPO, env,
+                        tmp_path / "daemon.log")
+    web = DagsterWebserver(env, tmp_path / "webserver.log")
+    most_at_once = 0
+    try:
+        web.wait_ready(timeout=180)
+        with ExitStack() as held:
+            for first in keys[::FAN_PER_RUN]:
+                held.enter_context(shard_lock(store.shard_lock(first), FAN_KEY, first, timeout=5))
+            backfill = web.launch_backfill([["shards", FAN_KEY]])
+
+            def two_in_progress():
+                nonlocal most_at_once
+                runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfill}))
+                assert not any(r.is_finished for r in runs), (
+                    f"a backfill run ended while the test held its shard lock\n{daemon.tail()}")
+                most_at_once = max(most_at_once, sum(r.status == DagsterRunStatus.STARTED for r in runs))
+                return most_at_once >= 2
+
+            wait_until(two_in_progress, START_TIMEOUT, "two fan-out runs in progress at once", interval=1.0,
+                       on_timeout=daemon.tail)
+            assert not (spec.output_dir / f"{FAN_KEY}.jsonl").exists(), "published while shard runs were waiting"
+
+        def published_once():
+            for proc in (daemon, web.proc):
+                if not proc.alive():
+                    raise AssertionError(f"{proc.args[0]} exited early\n{proc.tail()}")
+            if web.backfill_status(backfill) not in BACKFILL_DONE:
+                return False
+            runs = instance.get_runs()
+            return all(r.is_finished for r in runs) and bool(_extracted_runs(instance))
+
+        wait_until(published_once, RUN_TIMEOUT, "the fan-out runs and then the publish to finish", interval=1.0,
+                   on_timeout=daemon.tail)
+        time.sleep(12)  # two more ticks of the 5 s automation sensor: no second publish may follow
+        status = web.backfill_status(backfill)
+    finally:
+        web.stop()
+        daemon.stop()
+    try:
+        assert status == "COMPLETED_SUCCESS", daemon.tail()
+        records = instance.get_run_records()
+        assert all(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in records), daemon.tail()
+        shard_runs = [r for r in records if r.dagster_run.tags.get("dagster/backfill") == backfill]
+        assert len(shard_runs) == FAN_FILES // FAN_PER_RUN
+        spans = sorted((r.start_time, r.end_time) for r in shard_runs)
+        assert any(b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:]), spans
+        publishes = _extracted_runs(instance)
+        assert len(publishes) == 1, [r.dagster_run.run_id for r in publishes]
+        assert publishes[0].start_time >= max(end for _, end in spans), "published before the last shard run ended"
+        assert instance.get_materialized_partitions(AssetKey(["shards", FAN_KEY])) == set(keys)
+    finally:
+        instance.dispose()
+    got = {p.name: p.read_bytes() for p in (tmp_path / "fan" / "out").iterdir() if not p.name.startswith(".")}
+    want = {p.name: p.read_bytes() for p in (tmp_path / "serial" / "out").iterdir() if not p.name.startswith(".")}
+    assert sorted(got) == sorted(want) == [f"{FAN_KEY}.annotations.jsonl.gz", f"{FAN_KEY}.jsonl"]
+    assert got == want
