@@ -1,6 +1,7 @@
 """Hashes of the published files of every bench dataset, for "a refactor changes no output byte".
 
-    python -m bench.output_hashes [--scale 0.02] [--files 4] [--workers 1] [--split-bytes N] [--data DIR] [--out FILE]
+    python -m bench.output_hashes [--scale 0.02] [--files 4] [--workers 1] [--split-bytes N] [--fan-out N]
+                                  [--only a,b] [--data DIR] [--out FILE]
 
 Generates the bench inputs (bench.generate, reused when already there), extracts every dataset
 with `extract_dataset(force=True)` into a fresh output folder and prints one line per published
@@ -9,12 +10,15 @@ is the wall-clock time of the publish and is meant to differ between runs. Run i
 a change and diff the two outputs; any difference is a changed output byte. `--split-bytes N` writes
 `split_bytes: N` into the generated extract.yaml: split files must give the same hashes as unsplit
 ones (docs/splitting.md), but for the manifest's shard list, so with it the manifest line hashes the
-manifest without `shards` too.
+manifest without `shards` too. `--fan-out N` extracts each dataset as N concurrent shard runs (N
+processes, each `extract_shard_batch` over a contiguous chunk of the shards, as N fan-out runs of
+`shards/<key>` would, D24), then publishes once: the hashes must equal a one-worker run's.
 """
 
 import argparse
 import hashlib
 import json
+import multiprocessing
 import shutil
 import sys
 import tempfile
@@ -56,6 +60,43 @@ def published_lines(output_dir: Path, key: str, volatile: tuple[str, ...] = VOLA
     return lines
 
 
+def _shard_run(config: str, key: str, first: int, end: int) -> None:
+    """One fan-out run: the shards [first, end) of the dataset, parts only (no publish)."""
+    from slm4ie_assets.catalog import load_catalog
+    from slm4ie_assets.pipeline import ShardBatch, extract_shard_batch
+    from slm4ie_assets.shards import list_shards
+
+    catalog = load_catalog(Path(config))
+    spec = catalog.dataset(key)
+    shards = list_shards(spec, catalog.shard_group_threshold)[first:end]
+    extract_shard_batch(ShardBatch(spec, shards, force=True, workers=1))
+
+
+def extract_fanned_out(catalog, key: str, runs: int) -> None:
+    """`runs` shard runs at once in separate processes, then one publish from their parts."""
+    from slm4ie_assets.locks import dataset_lock
+    from slm4ie_assets.pipeline import extract_dataset, lock_path, unpack
+    from slm4ie_assets.shards import list_shards
+
+    spec = catalog.dataset(key)
+    with dataset_lock(lock_path(spec), key):
+        unpack(spec, catalog)
+    n = len(list_shards(spec, catalog.shard_group_threshold))
+    bounds = [n * i // runs for i in range(runs + 1)]
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_shard_run, args=(str(catalog.path), key, bounds[i], bounds[i + 1]))
+             for i in range(runs) if bounds[i] < bounds[i + 1]]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+        if p.exitcode != 0:
+            raise SystemExit(f"{key}: a fan-out shard run failed (exit code {p.exitcode})")
+    report = extract_dataset(spec, catalog, force=False, workers=1)
+    if report.extracted:
+        raise SystemExit(f"{key}: the publish had to extract {len(report.extracted)} part(s) itself")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=0.02)
@@ -64,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "slm4ie-hash-inputs")
     ap.add_argument("--out", type=Path, help="also write the lines to this file")
     ap.add_argument("--split-bytes", type=int, help="write `split_bytes: N` into the generated extract.yaml")
+    ap.add_argument("--fan-out", type=int, default=0, help="N concurrent shard runs per dataset, then one publish")
+    ap.add_argument("--only", help="comma-separated dataset names (default: all)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
@@ -80,8 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     output_dir = catalog.dataset(next(iter(DATASETS))).output_dir
     shutil.rmtree(output_dir, ignore_errors=True)
     lines: list[str] = []
-    for key in DATASETS:
-        extract_dataset(catalog.dataset(key), catalog, force=True, workers=args.workers)
+    for key in (args.only.split(",") if args.only else DATASETS):
+        if args.fan_out:
+            extract_fanned_out(catalog, key, args.fan_out)
+        else:
+            extract_dataset(catalog.dataset(key), catalog, force=True, workers=args.workers)
         lines += published_lines(output_dir, key, volatile)
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)

@@ -4,6 +4,8 @@ publish waits until none of them is in progress (eager). The multi-process proof
 webserver and daemon as separate processes, is tests/ui/test_postgres.py."""
 
 import json
+import multiprocessing
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -11,6 +13,8 @@ from dagster import AssetKey
 
 from slm4ie_assets.assets import extracted_key, shards_key
 from slm4ie_assets.catalog import DEFAULT_MAX_SHARDS_PER_RUN, CatalogError, load_catalog
+from slm4ie_assets.pipeline import extract_dataset
+from slm4ie_assets.shards import list_shards
 from support.dagster_project import DagsterProject
 from support.files import write_files
 from support.paths import REPO
@@ -88,3 +92,47 @@ def test_the_raw_sensor_cuts_new_shards_into_runs_of_at_most_max_shards_per_run(
     project.publish(instance, "kas")
     assert project.published("kas") == project.fresh("kas")
     assert w.tick().run_requests == [] and w.automation() == []
+
+
+def _shard_run(config: str, key: str, first: int, end: int) -> None:
+    """One fan-out run in its own process: the shards [first, end), parts only."""
+    from slm4ie_assets.pipeline import ShardBatch, extract_shard_batch
+    from slm4ie_assets.shards import list_shards
+
+    catalog = load_catalog(Path(config))
+    spec = catalog.dataset(key)
+    extract_shard_batch(ShardBatch(spec, list_shards(spec, catalog.shard_group_threshold)[first:end], force=True))
+
+
+def test_concurrent_runs_over_the_ranges_of_split_files_publish_the_unsplit_bytes(tmp_path):
+    """Three processes at once, each over a contiguous third of the shards (ranges of two split text
+    files among whole files): a range whose earlier ranges another run extracts counts them itself,
+    so the publish that follows has the bytes of one unsplit one-worker run (docs/splitting.md)."""
+    files = {"a.txt": "".join(f"blok a{i}\nvrstica\n\n \n" for i in range(400)), "b.txt": "kratka\n",
+             "c.txt": "".join(f"blok c{i}\n\n" for i in range(300)), "d.txt": "zadnja\n\n\nše ena\n"}
+    outputs = {}
+    for name, split_bytes in (("unsplit", 0), ("fanned", 700)):
+        root = tmp_path / name
+        write_files(root / "raw" / "kas", files)
+        cfg = _config(root, f"input_dir: raw\noutput_dir: out\nsplit_bytes: {split_bytes}\nmax_workers: 1\n"
+                            "datasets:\n  kas: {extractor: text, domain: web, max_shards_per_run: 4}\n")
+        catalog = load_catalog(cfg)
+        spec = catalog.dataset("kas")
+        if split_bytes:
+            n = len(list_shards(spec, catalog.shard_group_threshold))
+            assert n > 12  # a.txt and c.txt are cut into many ranges
+            bounds = [n * i // 3 for i in range(4)]
+            ctx = multiprocessing.get_context("spawn")
+            procs = [ctx.Process(target=_shard_run, args=(str(cfg), "kas", bounds[i], bounds[i + 1])) for i in range(3)]
+            for p in procs:
+                p.start()
+            for p in procs:
+                p.join(120)
+                assert p.exitcode == 0
+            report = extract_dataset(spec, catalog, workers=1)
+            assert report.extracted == []  # every part came from the three runs
+        else:
+            extract_dataset(spec, catalog, force=True, workers=1)
+        outputs[name] = (root / "out" / "kas.jsonl").read_bytes()
+    assert outputs["fanned"] == outputs["unsplit"]
+    assert outputs["unsplit"].count(b"\n") == 400 + 1 + 300 + 2
