@@ -12,6 +12,10 @@ external entity is ever read. Entities as in tei: a reference to an entity the f
 (internal or SYSTEM) is left out of the text and counted as `unexpanded_entity`; a reference to an
 undeclared one (under a DOCTYPE whose external DTD is not loaded) stays verbatim in the text and
 is counted per file as `undefined_entity` (ADDENDUM 4.6 Errors).
+
+Splitting (docs/splitting.md): a file over `split_bytes` is cut at top-level `<doc>` elements
+(xml.doc_cuts) and each range is parsed with the file's own prolog (xml.doc_ranges), giving the
+bytes of one pass: documents, ids, drops, warnings and their lines, the per-file entity counts.
 """
 
 from collections.abc import Iterator
@@ -20,6 +24,10 @@ from lxml import etree
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
+from .reading import read_raw
+from .xml.doc_cuts import plan_doc_cuts
+from .xml.doc_log import combined_log
+from .xml.doc_ranges import extract_doc_range
 from .xml.parser import parser_options
 from .xml.retry import extract_with_retry
 from .xml.text import TextCollector, report_unexpanded
@@ -104,13 +112,17 @@ def _release(elem) -> None:
 class MacocuPass:
     """One streaming parse of a macocu file (an xml.retry.StreamingPass)."""
 
-    def __init__(self, drop):
+    def __init__(self, drop, earlier: list | None = None, ends_file: bool = True):
         self.drop = drop  # drop(reason, message, line=None)
-        self.events = None
+        self.ends_file = ends_file  # the per-file `undefined_entity` count is reported at the file's end
+        self.events: etree.iterparse | None = None
+        # a range of a split file: libxml2's log of the file before the range (xml.doc_ranges)
+        self.earlier = earlier or []
 
     @property
     def error_log(self):
-        return self.events.error_log if self.events is not None else None
+        own = self.events.error_log if self.events is not None else None
+        return combined_log(self.earlier, own) if self.earlier else own
 
     def in_progress(self) -> str | None:
         return None
@@ -136,7 +148,9 @@ class MacocuPass:
             doc = Document(text, doc_id, doc_metadata(attrib))
             _release(elem)
             yield doc
-        undefined = [e for e in events.error_log if e.type in _UNDEFINED_ENTITY]
+        if not self.ends_file:
+            return
+        undefined = [e for e in self.error_log if e.type in _UNDEFINED_ENTITY]
         if undefined:
             first = undefined[0]
             self.drop("undefined_entity", f"{len(undefined)} undefined entity reference(s), first: "
@@ -147,6 +161,18 @@ class MacocuPass:
 class MacocuExtractor(Extractor):
     name = "macocu"
     patterns = (".xml",)
+    split_at = "doc"  # top-level <doc> elements, cut by plan_ranges (docs/splitting.md)
+
+    def plan_ranges(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
+        return plan_doc_cuts(file.path, size, split_bytes)
+
+    def lines_in_range(self, file: InputFile) -> int:
+        """The range's lines as libxml2 numbers them: newline bytes only (a lone carriage return,
+        a line end of ADDENDUM 3.2, starts no line for it; a CRLF is one)."""
+        return sum(raw.count(b"\n") for raw in read_raw(file, 1 << 22))
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
-        yield from extract_with_retry(ctx, file, MacocuPass)
+        if file.range is None:
+            yield from extract_with_retry(ctx, file, MacocuPass)
+        else:
+            yield from extract_doc_range(ctx, file, MacocuPass)

@@ -79,13 +79,17 @@ def extract_with_retry(ctx: ExtractContext, file: InputFile,
             if not huge and is_resource_limit(code, message):
                 huge, dropped = True, gate.seen
                 continue
-            lost = extraction.in_progress()
-            ctx.drop(reason_for(code), file, f"{message}; kept the {delivered} document(s) closed before it"
-                                             f"{'; ' + lost if lost else ''}; skipped the rest of the file", line)
+            ctx.drop(reason_for(code), file, stop_message(message, delivered, extraction.in_progress()), line)
             return
         except OSError as exc:
             _read_failed(ctx, file, exc, delivered)
             return
+
+
+def stop_message(message: str, kept: int, lost: str | None) -> str:
+    """The ledger text of a parse that stopped (S3); `kept` counts the file's documents before it."""
+    return (f"{message}; kept the {kept} document(s) closed before it{'; ' + lost if lost else ''}; "
+            "skipped the rest of the file")
 
 
 def _read_failed(ctx: ExtractContext, file: InputFile, exc: OSError, delivered: int) -> None:

@@ -1,0 +1,199 @@
+"""Extracting one byte range of a split MaCoCu file with the bytes of one unsplit pass
+(docs/splitting.md; ADDENDUM 4.6, D6, S3, D13).
+
+A range after the first is parsed as: the file's prolog (xml.doc_cuts), comments holding as many
+newlines as the file has before the range (xml.range_source: every line libxml2 reports, in warnings
+and inside its messages, is then the line of the whole file), the range's bytes, and the root's end
+tag (not for the last range, which reads to the end of the file as one pass does). The first range
+is the file's own beginning plus that end tag.
+
+The end tag is also the check that the cut was safe: it only closes the root cleanly when the parser
+is at depth 1, outside any comment, CDATA section or PI. Any error in a range that is not the last
+(a cut inside a nested `<doc>`, D13, or a real parse error) makes it read on: the range is parsed
+again to the end of the file without the end tag, skipping what it already delivered, so it ends as
+one pass would (S3: the documents before a parse error kept, the rest of the file skipped), and the
+ranges after it emit nothing.
+
+huge_tree (xml.retry): one pass switches to it at the file's first limit hit and keeps it. A range
+starts with it when an earlier one switched; without a limit hit both modes read the same. What
+later ranges need travels in `RangeCounts.tally` as a `RangeState`; a count-only pass, which knows
+nothing of the ranges before it, reads the file before it (xml.doc_log) where its decision depends
+on them (a limit hit).
+"""
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO, Protocol
+
+from lxml import etree
+
+from ...schema import Document
+from ..base import ExtractContext, InputFile
+from .doc_cuts import Prolog, read_prolog
+from .doc_log import combined_log, earlier_log
+from .errors import first_error, is_resource_limit, reason_for
+from .range_source import RangeSource
+from .retry import DropGate, _read_failed, stop_message
+
+_FIELD = 1 << 40
+
+
+@dataclass(frozen=True, slots=True)
+class RangeState:
+    """A range's own contribution, packed into one int so that a sum of packed states is the packed
+    sum (`RangeCounts.tally` is summed over the earlier ranges; each field stays far below 2^40)."""
+
+    yielded: int = 0  # documents the extractor yielded (S3's "kept the N document(s)")
+    logged: int = 0  # libxml2 log entries of its parse: none before a range means its log is the file's
+    huge: int = 0  # ranges that switched to huge_tree: the file's parse reads with it after them
+    stopped: int = 0  # ranges that ended the file's parse: the ranges after them emit nothing
+
+    def pack(self) -> int:
+        return self.yielded + _FIELD * (self.logged + _FIELD * (self.huge + _FIELD * self.stopped))
+
+    @classmethod
+    def unpack(cls, tally: int) -> "RangeState":
+        return cls(tally % _FIELD, tally // _FIELD % _FIELD, tally // _FIELD**2 % _FIELD, tally // _FIELD**3)
+
+
+class RangePass(Protocol):
+    """A streaming pass (xml.retry.StreamingPass) whose `error_log` puts the file's log before the
+    range first."""
+
+    def run(self, fh, huge: bool) -> Iterator[Document]: ...
+
+    @property
+    def error_log(self): ...
+
+    def in_progress(self) -> str | None: ...
+
+
+MakePass = Callable[[Callable, list, bool], RangePass]  # (drop, the file's log before the range, ends the file)
+
+
+class _ShiftedGate(DropGate):
+    """A DropGate for a range: the parse reports the file's lines, `ExtractContext.drop` adds the
+    lines before the range, so they are taken off here."""
+
+    def __init__(self, ctx: ExtractContext, file: InputFile, replayed: int):
+        super().__init__(ctx, file, replayed)
+        self.shift = ctx.before.lines
+
+    def __call__(self, reason: str, message: str, line=None) -> None:
+        super().__call__(reason, message, line - self.shift if isinstance(line, int) else line)
+
+
+def extract_doc_range(ctx: ExtractContext, file: InputFile, make_pass: MakePass) -> Iterator[Document]:
+    """The documents one pass yields from `file.range`; `ctx.tally` gets its packed RangeState."""
+    assert file.range is not None
+    before = RangeState.unpack(ctx.before.tally)
+    ctx.tally = 0
+    if before.stopped:
+        return  # an earlier range ended the file's parse (S3)
+    try:
+        fh = open(file.path, "rb")
+    except OSError as exc:
+        ctx.drop("unreadable_file", file, f"cannot open ({exc.strerror or exc}); file skipped")
+        ctx.tally = RangeState(stopped=1).pack()
+        return
+    with fh:
+        yield from _RangeRun(ctx, file, fh, make_pass, before).documents()
+
+
+class _RangeRun:
+    """The passes over one range: bounded by the range's end, then (after an error) on to the end
+    of the file; with default limits, then huge_tree."""
+
+    def __init__(self, ctx: ExtractContext, file: InputFile, fh: BinaryIO, make_pass: MakePass, before: RangeState):
+        assert file.range is not None
+        self.ctx, self.file, self.fh, self.make_pass, self.before = ctx, file, fh, make_pass, before
+        self.range = file.range
+        self.to_end = self.range.is_last
+        self.huge = before.huge > 0
+        self.switched = False  # this range turned huge_tree on
+        self.earlier: list | None = None  # the file's log before the range, once needed
+        self.delivered = 0
+
+    def documents(self) -> Iterator[Document]:
+        try:
+            prolog = read_prolog(self.fh)
+        except OSError as exc:
+            return self._stop_read_failed(exc)
+        if prolog is None:
+            self.ctx.drop("unreadable_file", self.file, "changed since it was split (no prolog); range skipped")
+            self.ctx.tally = RangeState(stopped=1).pack()
+            return
+        dropped = 0
+        while True:
+            gate = _ShiftedGate(self.ctx, self.file, dropped)
+            if self.to_end and self.before.logged and self.earlier is None:
+                self.earlier = earlier_log(self.fh, prolog, self.range.start)[0]
+            extraction = self.make_pass(gate, self.earlier or [], self.to_end)
+            produced = 0
+            try:
+                for doc in extraction.run(self._source(prolog), self.huge):
+                    produced += 1
+                    if produced > self.delivered:
+                        self.delivered = produced
+                        yield doc
+            except etree.ParseError as exc:
+                if self._retry(extraction, exc, prolog):
+                    dropped = gate.seen
+                    continue
+                return
+            except OSError as exc:
+                return self._stop_read_failed(exc)
+            self._state(extraction.error_log, stopped=self.to_end)
+            return
+
+    def _retry(self, extraction: RangePass, exc: etree.ParseError, prolog: Prolog) -> bool:
+        """What a parse error does: a huge_tree retry, reading on to the end of the file, or the
+        stop of the file (reported by the pass that read to its end, S3)."""
+        log, went_huge = self._decision_log(extraction, exc, prolog)
+        line, code, message = first_error(log, exc)
+        if not self.huge and (went_huge or is_resource_limit(code, message)):
+            self.huge = self.switched = True
+            return True
+        if not self.to_end and not self.ctx.counting:
+            self.to_end = True  # read on as one pass would
+            return True
+        if self.to_end:
+            shifted = line - self.ctx.before.lines if isinstance(line, int) else line
+            kept = self.before.yielded + self.delivered
+            self.ctx.drop(reason_for(code), self.file, stop_message(message, kept, extraction.in_progress()), shifted)
+        self._state(None, stopped=True)
+        return False
+
+    def _decision_log(self, extraction: RangePass, exc: etree.ParseError, prolog: Prolog) -> tuple[list, bool]:
+        """The log whose first error decides (xml.retry), and whether one pass would already read
+        with huge_tree here. An extraction knows the latter (`RangeState.huge`) and needs the
+        file's log before the range only for a limit hit (an earlier error makes it a stop). A
+        count-only pass knows nothing of the ranges before it, so it reads the file before it on
+        any error: after an earlier limit hit one pass reads this range with huge_tree."""
+        own = extraction.error_log
+        own = own if own is not None else []
+        if self.earlier is not None or self.range.index == 0 or self.huge:
+            return own, False
+        if not self.ctx.counting:
+            code, message = first_error(own, exc)[1:]
+            if not (self.before.logged and is_resource_limit(code, message)):
+                return own, False
+        self.earlier, went_huge = earlier_log(self.fh, prolog, self.range.start)
+        return combined_log(self.earlier, own), went_huge
+
+    def _source(self, prolog: Prolog) -> RangeSource:
+        first = self.range.index == 0
+        head = b"" if first else prolog.data
+        pad = 0 if first else max(0, self.ctx.before.lines - prolog.newlines)
+        end = None if self.to_end else self.range.end
+        return RangeSource(self.fh, head, pad, 0 if first else self.range.start, end,
+                           b"" if self.to_end else prolog.close)
+
+    def _state(self, log, stopped: bool) -> None:
+        """`ctx.tally` for the ranges after this one; `log` is the pass's (the earlier log first)."""
+        logged = max(0, len(log) - len(self.earlier or [])) if log is not None else 0
+        self.ctx.tally = RangeState(self.delivered, logged, int(self.switched), int(stopped)).pack()
+
+    def _stop_read_failed(self, exc: OSError) -> None:
+        _read_failed(self.ctx, self.file, exc, self.before.yielded + self.delivered)
+        self._state(None, stopped=True)
