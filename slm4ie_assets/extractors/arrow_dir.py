@@ -12,9 +12,16 @@ The fast path is taken only when no such cast can happen: the features stored in
 no column uses a dictionary or extension type. Anything else (an indices mapping, an unknown
 state key, a missing or odd file) returns None and the caller falls back to `datasets` itself,
 which also produces the canonical error for broken folders.
+
+A config over `split_bytes` is cut into ranges of rows (docs/splitting.md): `plan_row_cuts` places
+the cuts from the record batches' row counts and buffer sizes, which the memory-mapped stream gives
+without reading a row.
 """
 
+import bisect
+import itertools
 import json
+import mmap
 import os
 from pathlib import Path
 
@@ -23,16 +30,64 @@ _STATE_KEYS = {"_data_files", "_fingerprint", "_format_columns", "_format_kwargs
 
 
 class ArrowSplit:
-    """One split as the extractor reads it: schema, row count and row batches."""
+    """One split as the extractor reads it: schema, row count and row batches. `maps` are the
+    memory maps its table lives in (the fast path's, one per Arrow file in row order, holding
+    `rows_per_map` rows each), whose pages are let go after each batch."""
 
-    def __init__(self, table):
+    def __init__(self, table, maps: tuple[mmap.mmap, ...] = (), rows_per_map: tuple[int, ...] = ()):
         self.table = table
         self.schema = table.schema
         self.num_rows = table.num_rows
+        self._maps = maps
+        self._first_rows = list(itertools.accumulate(rows_per_map, initial=0))[:-1]
 
-    def batches(self, size: int):
-        for start in range(0, self.num_rows, size):
-            yield self.table.slice(start, size)
+    def batches(self, size: int, start: int = 0, stop: int | None = None):
+        """Rows [start, stop) as zero-copy slices on the grid of `size` rows counted from row 0, so
+        a range of rows (docs/splitting.md) reads the unsplit pass's batches, cut at its edges.
+        Once a batch is done its pages leave this process (they stay in the page cache): mapped
+        pages count in RSS, which would otherwise grow to the size of the config."""
+        stop = self.num_rows if stop is None else min(stop, self.num_rows)
+        while start < stop:
+            end = min(stop, (start // size + 1) * size)
+            yield self.table.slice(start, end - start)
+            self._release(start, end)
+            start = end
+
+    def _release(self, start: int, end: int) -> None:
+        """Let go of the pages of the Arrow files holding rows [start, end)."""
+        i = max(0, bisect.bisect_right(self._first_rows, start) - 1)
+        while i < len(self._maps) and self._first_rows[i] < end:
+            self._maps[i].madvise(mmap.MADV_DONTNEED)
+            i += 1
+
+    def batch_sizes(self) -> list[tuple[int, int]]:
+        """(rows, bytes of its buffers) of each stored record batch, from the batch headers alone:
+        the buffers are memory-mapped and never touched."""
+        return [(b.num_rows, b.get_total_buffer_size()) for b in self.table.to_batches()]
+
+
+def plan_row_cuts(sizes: list[tuple[int, int]], size: int, split_bytes: int) -> tuple[int, ...]:
+    """`(0, cut, ..., rows)`: ceil(size / split_bytes) ranges of about equal bytes over batches of
+    (rows, bytes), each cut placed inside its batch in proportion to its bytes (rows count when no
+    batch has bytes). Where a batch ends plays no part in what is extracted, only in the balance."""
+    rows = sum(n for n, _ in sizes)
+    ranges = min(rows, -(-size // split_bytes)) if split_bytes > 0 else 1  # no range without a row
+    if ranges < 2 or rows < 2:
+        return (0, rows)
+    if not any(nbytes for _, nbytes in sizes):
+        sizes = [(n, n) for n, _ in sizes]
+    total = sum(nbytes for _, nbytes in sizes)
+    cuts = [0]
+    k, seen_rows, seen_bytes = 1, 0, 0
+    for n, nbytes in sizes:
+        while k < ranges and k * total // ranges < seen_bytes + nbytes:
+            cut = seen_rows + (k * total // ranges - seen_bytes) * n // nbytes
+            if cuts[-1] < cut < rows:
+                cuts.append(cut)
+            k += 1
+        seen_rows += n
+        seen_bytes += nbytes
+    return (*cuts, rows)
 
 
 def _read_json(path: Path):
@@ -77,9 +132,10 @@ def load_split(folder: Path) -> ArrowSplit | None:
     import pyarrow.ipc as ipc
 
     try:
-        tables = [ipc.open_stream(pa.memory_map(str(folder / n))).read_all() for n in names]
+        maps = tuple(_map(folder / n) for n in names)
+        tables = [ipc.open_stream(pa.BufferReader(pa.py_buffer(m))).read_all() for m in maps]  # zero-copy
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-    except (pa.ArrowException, OSError, ValueError):
+    except (pa.ArrowException, OSError, ValueError):  # an empty file cannot be mapped: ValueError
         return None
     stored = (table.schema.metadata or {}).get(b"huggingface")
     try:
@@ -90,7 +146,12 @@ def load_split(folder: Path) -> ArrowSplit | None:
         return None
     if not all(_plain_type(f.type) for f in table.schema):
         return None
-    return ArrowSplit(table)
+    return ArrowSplit(table, maps, tuple(t.num_rows for t in tables))
+
+
+def _map(path: Path) -> mmap.mmap:
+    with open(path, "rb") as fh:
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def load_folder(folder: Path) -> list[tuple[str | None, ArrowSplit]] | None:

@@ -5,6 +5,11 @@ config directory is one shard) and D20/S11 (dates and times become ISO-8601 stri
 a row holding bytes, Decimal or timedelta is skipped with a warning). Rows are read batch by batch
 from the memory-mapped Arrow data, never materialised as a whole.
 
+A config over `split_bytes` becomes ranges of rows (docs/splitting.md): its splits' rows in
+`load_from_disk` order are one sequence, the cuts are indices into it, and a range reads its slice of
+each split with the split's own columns, ids counted from the split's first row, and the per-split
+warning (`missing_text`) from the range holding that row, so every range decides as the unsplit pass.
+
 `datasets` and `pyarrow` are imported inside `extract` only: loading the catalog imports every
 extractor class it names, and that must stay fast.
 """
@@ -18,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Document
-from .arrow_dir import ArrowSplit, load_folder
+from .arrow_dir import ArrowSplit, load_folder, plan_row_cuts
 from .base import Discovery, ExtractContext, Extractor, Fingerprint, InputFile, sort_key, unreadable_reason
 from .records import probe_id
 
@@ -110,6 +115,8 @@ def directory_fingerprint(path: Path) -> Fingerprint:
 class HuggingfaceExtractor(Extractor):
     name = "huggingface"
     patterns = ()
+    split_at = "rows"  # a config over split_bytes: ranges of rows, planned by `plan_ranges` (docs/splitting.md)
+    range_unit = "rows"
 
     def list_inputs(self, root: Path) -> Discovery:
         """One input per immediate subdirectory (symlinked ones too), hidden ones included (ADDENDUM 3.1).
@@ -139,13 +146,59 @@ class HuggingfaceExtractor(Extractor):
     def fingerprint_of(self, file: InputFile) -> Fingerprint:
         return directory_fingerprint(file.path)
 
+    def plan_ranges(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
+        """Row cuts from the memory-mapped batch headers (no row is read). A config only `datasets`
+        can load, or that cannot be read now, stays one shard: its extraction reports it (D6)."""
+        import pyarrow as pa
+
+        try:
+            splits = load_folder(file.path)
+            if splits is None:
+                return (0, 0)
+            return plan_row_cuts([s for _, part in splits for s in part.batch_sizes()], size, split_bytes)
+        except (OSError, ValueError, pa.ArrowException):  # planning never fails a dataset
+            return (0, 0)
+
+    def lines_in_range(self, file: InputFile) -> int | None:
+        """A config's "lines" are its rows in unsplit order: the rows of the range. Warnings name the
+        row within its split, which each range knows from its cuts (`_windows`)."""
+        if file.range is None:
+            return None
+        return file.range.cuts[file.range.index + 1] - file.range.start
+
+    def quick_count(self, file: InputFile) -> tuple[int, int] | None:
+        """(documents, rows) of a range in which provably no row is skipped, from Arrow buffers:
+        the text column holds no null and no blank string, and every other column's values are
+        ones JSON holds (D20) and the encoder writes as they are (D1 repairs lone surrogates and
+        integers beyond 64 bits, neither of which an Arrow column yields). Otherwise None: the
+        count-only pass runs `extract`."""
+        import pyarrow as pa
+
+        if file.range is None:
+            return None
+        try:
+            splits = load_folder(file.path)
+            if splits is None:
+                return None
+            docs = 0
+            for _split, part, lo, hi, owns_start in _windows(splits, file):
+                kept = _clean_rows(part, lo, hi, owns_start)
+                if kept is None:
+                    return None
+                docs += kept
+        except (OSError, ValueError, pa.ArrowException):  # the full pass decides and reports it
+            return None
+        rows = self.lines_in_range(file)
+        assert rows is not None
+        return docs, rows
+
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         config = file.rel
-        for split, part in self._splits(file, ctx):
+        for split, part, lo, hi, owns_start in _windows(self._splits(file, ctx), file):
             if split is None:
-                yield from self._rows(part, f"{config}:", "", file, ctx)
+                yield from self._rows(part, f"{config}:", "", file, ctx, lo, hi, owns_start)
             else:
-                yield from self._rows(part, f"{config}:{split}:", f"split {split!r} ", file, ctx)
+                yield from self._rows(part, f"{config}:{split}:", f"split {split!r} ", file, ctx, lo, hi, owns_start)
 
     def _splits(self, file: InputFile, ctx: ExtractContext) -> list:
         """[(split name or None, ArrowSplit)]: read with pyarrow alone when that is provably what
@@ -177,20 +230,25 @@ class HuggingfaceExtractor(Extractor):
                 datasets.enable_progress_bars()
 
     @staticmethod
-    def _rows(part, id_prefix: str, where: str, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
+    def _rows(part, id_prefix: str, where: str, file: InputFile, ctx: ExtractContext, lo: int = 0,
+              hi: int | None = None, owns_start: bool = True) -> Iterator[Document]:
+        """The documents of rows [lo, hi) of one split (row indices within the split)."""
         import pyarrow as pa
 
         schema = part.schema
         if TEXT_COLUMN not in schema.names:
-            ctx.drop("missing_text", file, f"{where}has no {TEXT_COLUMN!r} column; its {part.num_rows} row(s) skipped")
+            if owns_start:  # counted once per split, by the range holding its first row
+                ctx.drop("missing_text", file, f"{where}has no {TEXT_COLUMN!r} column; "
+                                               f"its {part.num_rows} row(s) skipped")
             return
-        # The columns are fixed per split, so the id probe and the conversions are planned once.
+        # The columns are fixed per split (the whole split's schema, in every range), so the id
+        # probe and the conversions are planned once.
         id_keys = tuple(k for k in NATURAL_ID_KEYS if k in schema.names)
         converters = tuple((f.name, _converter(f.type)) for f in schema
                            if f.name != TEXT_COLUMN and _converter(f.type) is not None)
-        start = 0
+        start = lo
         try:
-            for batch in part.batches(BATCH_ROWS):
+            for batch in part.batches(BATCH_ROWS, lo, hi):
                 texts = batch.column(TEXT_COLUMN).to_pylist()
                 rest = batch.drop_columns([TEXT_COLUMN])
                 rows = rest.to_pylist()
@@ -219,6 +277,68 @@ class HuggingfaceExtractor(Extractor):
         except (pa.ArrowException, OSError) as exc:
             ctx.drop("read_failed", file, f"{where}reading the batch at row {start} failed ({type(exc).__name__}: "
                                           f"{exc}); the rest of the split skipped")
+
+
+Window = tuple[str | None, ArrowSplit, int, int | None, bool]
+
+
+def _windows(splits: list, file: InputFile) -> Iterator[Window]:
+    """(split name, split, lo, hi, owns_start) for each split the range reads: its rows [lo, hi)
+    (hi None: to the end) and whether the range holds the split's first row, i.e. its place in the
+    unsplit order (an empty split belongs to the range starting at or before it). A whole config
+    reads every split whole."""
+    first, stop = (0, None) if file.range is None else (file.range.start, file.range.end)
+    offset = 0
+    for name, part in splits:
+        owns_start = first <= offset and (stop is None or offset < stop)
+        lo = min(part.num_rows, max(0, first - offset))
+        hi = None if stop is None else max(0, min(part.num_rows, stop - offset))
+        if owns_start or lo < (part.num_rows if hi is None else hi):
+            yield name, part, lo, hi, owns_start
+        offset += part.num_rows
+
+
+def _clean_rows(part: ArrowSplit, lo: int, hi: int | None, owns_start: bool) -> int | None:
+    """How many of rows [lo, hi) of a split become documents, when provably none is skipped
+    (`quick_count`); None when one may be."""
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    if TEXT_COLUMN not in part.schema.names:
+        return None if owns_start else 0  # the split's `missing_text` warning is in this range
+    if any(f.name != TEXT_COLUMN and not _never_skipped(f.type) for f in part.schema):
+        return None
+    hi = part.num_rows if hi is None else hi
+    if hi <= lo:
+        return 0
+    texts = part.table.column(TEXT_COLUMN).slice(lo, hi - lo)
+    if not (pt.is_string(texts.type) or pt.is_large_string(texts.type)) or texts.null_count:
+        return None
+    # a text whose first character is not whitespace is not blank; only the others are looked at
+    firsts = pc.utf8_slice_codeunits(texts, 0, 1).to_pylist()
+    for i, first in enumerate(firsts):
+        if not first or first.isspace():
+            text = texts[i].as_py()
+            if not text or text.isspace():
+                return None
+    return hi - lo
+
+
+def _never_skipped(t) -> bool:
+    """A column type none of whose values makes `jsonable` skip the row (D20, S11): plain values,
+    dates and times, float16, in lists, structs and maps of them at any depth (Arrow IPC reads at
+    most 64 levels, far below what the encoder handles)."""
+    import pyarrow.types as pt
+
+    if _is_plain_type(t) or pt.is_timestamp(t) or pt.is_date(t) or pt.is_time(t) or pt.is_float16(t):
+        return True
+    if pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t):
+        return _never_skipped(t.value_type)
+    if pt.is_struct(t):
+        return all(_never_skipped(t.field(i).type) for i in range(t.num_fields))
+    if pt.is_map(t):
+        return _never_skipped(t.key_type) and _never_skipped(t.item_type)
+    return False
 
 
 def _as_split(dataset) -> ArrowSplit:
