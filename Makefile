@@ -29,8 +29,10 @@ lint: venv
 	$(BIN)/ruff check slm4ie_assets tests bench examples tools
 	$(BIN)/mypy slm4ie_assets
 
+# Two pytest processes (pytest-xdist; a test module stays in one, so its fixtures are set up once):
+# most of the slow tests wait on subprocesses, so two overlap well even on two cores.
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Debian's chromium and postgresql for the browser and Postgres tests (they install these themselves
 # when missing; CI calls this first so an install failure shows up on its own).
@@ -38,7 +40,7 @@ test-deps: venv
 	PYTHON=$(BIN)/python tools/install_test_deps.sh all
 
 test-long: venv
-	$(BIN)/python -m pytest -q -m long
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m long
 
 ui: venv
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000

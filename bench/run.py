@@ -1,12 +1,27 @@
-"""The benchmark suite: every extractor, serial and with 2 workers, whole-process timings.
+"""The benchmark suite: every extractor, serial and with 2 workers, whole-process timings, and the
+pipeline's efficiency against its floor.
 
     python -m bench.run [--scale 1.0] [--runs 3] [--workers 1,2] [--only conllu,text] [--data DIR]
-                        [--no-split] [--results bench/RESULTS.md] [--note "measured under load"]
+                        [--split-bytes N] [--no-profile] [--results bench/RESULTS.md | --no-write]
+                        [--note "measured under load"]
 
-Inputs come from bench.generate (about 200 MB per dataset at scale 1, text 500 MB; reused when
-already generated with the same size). Each measured run is a fresh `python -m bench.run --child`
-process calling `slm4ie_assets.pipeline.extract_dataset(force=True)`, so imports, pool start-up
-and publishing are all included. The table reports the median of `--runs` runs.
+Inputs come from bench.generate (about 200 MB per dataset at scale 1, text 500 MB, reused when
+already generated with the same size): the multi-file datasets and SPLIT_DATASETS, one big file
+each (text_1file 500 MB), which use a second core only through splitting. Each measured run is a
+fresh `python -m bench.run --child` process calling `slm4ie_assets.pipeline.extract_dataset(force=True)`,
+so imports, pool start-up and publishing are all included. One worker runs unsplit
+(`split_bytes: 0`, the reference bytes); two workers run with `--split-bytes` (default
+DEFAULT_SPLIT_MIB MiB x scale: every single-file dataset in at least 4 ranges, text_1file in 10, the
+multi-file datasets' larger files in 2-4), and their output must be byte-identical to the 1-worker
+run's. The table reports the median of `--runs` runs, and prints to stdout (RESULTS.md too, unless
+`--no-write`).
+
+Pipeline efficiency, "in the same run": one child process (`bench.children.child_profile`, run
+`--runs` times) times, after its imports and a warm-up document, first the floor (the extractor
+over every file, each document through `encode_document`, nothing written), then
+`extract_dataset(force=True, workers=1)` unsplit. Interpreter start-up is in neither. Efficiency =
+floor seconds / pipeline seconds, in wall time (the target) and in process CPU (helper threads
+included; the number to read on a shared machine, where wall time mostly measures the neighbours).
 
 Peak RSS: `os.wait4` returns the child's rusage, and on Linux its `ru_maxrss` is the maximum
 over the child and every descendant it waited for (the kernel folds each reaped process's peak
@@ -15,22 +30,15 @@ included. Two workers run at the same time, so the tree's peak is up to their su
 also reads /proc every 50 ms and keeps the largest sum of RSS over the child and its
 descendants ("tree RSS").
 
-CPU MB/s (input MB per CPU second of the whole tree, from the same rusage) is what to compare on a
-shared machine, where wall time mostly measures the neighbours.
-
-The split (parse / encode / compress) comes from a separate instrumented serial run in one child:
-the extractor alone (documents produced and discarded), the extractor plus orjson encoding of the
-text and sidecar lines (no files), the whole pipeline; and the sidecar's gzip measured by
-compressing its uncompressed bytes again the way gzipio does. Times there are CPU seconds. The
-sidecar is also compared with `gzip -9` of the same bytes.
+The "where the time goes" table comes from the first profile run, which also times the
+extractor alone; times there are CPU seconds, and the sidecar's gzip is measured by compressing
+its uncompressed bytes again the way gzipio does. The sidecar is also compared with `gzip -9`.
 """
 
 import argparse
-import gzip
 import hashlib
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -39,101 +47,12 @@ import threading
 import time
 from pathlib import Path
 
-from bench.generate import DATASETS, input_bytes
+from bench.generate import ALL_DATASETS, input_bytes
+from bench.table import render
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "slm4ie-bench"
-
-# serial MB/s targets of the whole pipeline (README, "Performance"), and the reference implementation's rates
-TARGETS = {"conllu": 36, "tei_perfile": 14, "tei_utterances": 30, "macocu": 28, "text": 110,
-           "jsonl_paragraphs": 50, "jsonl": 120, "huggingface": 80, "coleslaw": 150}
-REFERENCE = {"conllu": 7, "tei_perfile": 6, "tei_utterances": 15, "macocu": 21, "text": 33,
-             "jsonl_paragraphs": 10, "jsonl": 31, "huggingface": 22, "coleslaw": 40}
-
-
-# ----------------------------------------------------------------------------- children
-
-
-def child_extract(yaml_path: str, key: str, workers: int) -> None:
-    """One measured run: the whole job as the CLI would do it."""
-    sys.path.insert(0, str(REPO))
-    from slm4ie_assets.catalog import load_catalog
-    from slm4ie_assets.pipeline import extract_dataset
-
-    cat = load_catalog(yaml_path)
-    report = extract_dataset(cat.dataset(key), cat, force=True, workers=workers)
-    m = report.manifest
-    print(json.dumps({"docs": m.docs, "tokens": m.tokens, "text_bytes": m.text_bytes,
-                      "sidecar_bytes": m.sidecar_bytes, "drops": m.drops}))
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def child_split(yaml_path: str, key: str) -> None:
-    """The instrumented serial run: parse, parse+encode, whole pipeline, sidecar compression."""
-    sys.path.insert(0, str(REPO))
-    import orjson
-
-    from slm4ie_assets.catalog import load_catalog
-    from slm4ie_assets.extractors.base import DropLedger, ExtractContext
-    from slm4ie_assets.extractors.registry import make_extractor
-    from slm4ie_assets.gzipio import LEVEL, new_compressor
-    from slm4ie_assets.pipeline import extract_dataset
-    from slm4ie_assets.schema import annotation_record
-
-    cat = load_catalog(yaml_path)
-    spec = cat.dataset(key)
-    ex = make_extractor(spec.extractor, spec.options)
-    ex.prepare(spec.raw_dir)
-    files = ex.list_inputs(spec.raw_dir).files
-
-    def docs():
-        ctx = ExtractContext(key, spec.raw_dir, DropLedger())
-        for f in files:
-            yield from ex.extract(f, ctx)
-
-    next(iter(docs()), None)  # warm-up: lazy imports (lxml, datasets) are not parsing time
-
-    t = _cpu()
-    n = 0
-    for _ in docs():
-        n += 1
-    parse = _cpu() - t
-
-    t = _cpu()
-    nl = orjson.OPT_APPEND_NEWLINE
-    for d in docs():
-        doc_id = d.doc_id or "x"
-        uid = f"{key}:{doc_id}"
-        rec = {"text": d.text, "source": key, "domain": spec.domain, "doc_id": doc_id, "uid": uid}
-        if d.metadata:
-            rec["metadata"] = d.metadata
-        orjson.dumps(rec, option=nl)
-        if d.annotations is not None and d.annotations.forms:
-            orjson.dumps(annotation_record(doc_id, uid, d.annotations), option=nl)
-    parse_encode = _cpu() - t
-
-    t = _cpu()
-    extract_dataset(spec, cat, force=True, workers=1)
-    pipeline = _cpu() - t
-
-    out = {"parse": parse, "encode": max(0.0, parse_encode - parse), "pipeline": pipeline, "docs": n}
-    side = spec.sidecar_path
-    if side.exists():
-        raw = gzip.decompress(side.read_bytes())
-        t = _cpu()
-        z = new_compressor(LEVEL)
-        for i in range(0, len(raw), 1 << 20):
-            z.compress(raw[i:i + (1 << 20)])
-        z.flush()
-        out["compress"] = _cpu() - t
-        out["sidecar_raw"] = len(raw)
-        out["sidecar"] = side.stat().st_size
-        out["sidecar_gzip9"] = len(gzip.compress(raw, 9, mtime=0))
-    print(json.dumps(out))
+DEFAULT_SPLIT_MIB = 48  # x scale; see the docstring
 
 
 # ----------------------------------------------------------------------------- parent
@@ -200,111 +119,42 @@ def output_digest(root: Path, key: str) -> str:
     return h.hexdigest()[:16]
 
 
-def bench_dataset(root: Path, yaml_path: Path, key: str, workers_list: list[int], runs: int, split: bool) -> dict:
+def bench_dataset(root: Path, yaml_path: Path, key: str, workers_list: list[int], runs: int, profile: bool,
+                  split_bytes: int) -> dict:
     mb = input_bytes(root, key) / 1e6
     row: dict = {"key": key, "mb": mb, "by_workers": {}, "digests": {}}
     for w in workers_list:
-        results = [measure([str(yaml_path), key, str(w)]) for _ in range(runs)]
+        split = 0 if w == 1 else split_bytes
+        results = [measure([str(yaml_path), key, str(w), str(split)]) for _ in range(runs)]
         row["digests"][w] = output_digest(root, key)
         row["by_workers"][w] = {
             "wall": statistics.median(r["wall"] for r in results),
             "cpu": statistics.median(r["cpu"] for r in results),
             "maxrss": max(r["maxrss"] for r in results),
             "tree_rss": max(r["tree_rss"] for r in results),
-            "docs": results[0]["docs"],
-            "tokens": results[0]["tokens"],
-            "sidecar_bytes": results[0]["sidecar_bytes"],
+            **{k: results[0][k] for k in ("docs", "tokens", "sidecar_bytes", "shards")},
         }
         print(f"{key} workers={w}: {mb / row['by_workers'][w]['wall']:.1f} MB/s wall, "
               f"{mb / row['by_workers'][w]['cpu']:.1f} MB/s cpu", file=sys.stderr)
-    if split:
-        row["split"] = measure(["--split", str(yaml_path), key])
+    if profile:
+        row["profile"] = [measure(["--profile", str(yaml_path), key, "1" if i == 0 else "0"]) for i in range(runs)]
+        eff = [r["floor_wall"] / r["pipe_wall"] for r in row["profile"]]
+        print(f"{key} efficiency: {statistics.median(eff):.2f} wall", file=sys.stderr)
     return row
-
-
-def _mb(n: float) -> str:
-    return f"{n / 1e6:.0f}"
-
-
-def render(rows: list[dict], args, started: str, load: tuple) -> str:
-    w1, w2 = 1, 2
-    lines = [
-        "# Benchmark results",
-        "",
-        f"Generated by `python -m bench.run {' '.join(sys.argv[1:])}` on {started}; "
-        f"{os.cpu_count()} CPUs; load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}.",
-        "",
-    ]
-    if args.note:
-        lines += [f"**{args.note}**", ""]
-    lines += [
-        f"Medians of {args.runs} whole-process runs (fresh interpreter, `extract_dataset(force=True)`). "
-        "MB = 10^6 input bytes. `cpu MB/s` = input MB per CPU second of the whole process tree. "
-        "`RSS` = largest single process (wait4 ru_maxrss); `tree RSS` = largest sampled sum over the tree.",
-        "",
-        "| dataset | input MB | docs | serial MB/s | cpu MB/s | target | ref | docs/s | 2 workers MB/s | speed-up "
-        "| RSS MB (1w) | tree RSS MB (2w) | identical 1w/2w |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for r in rows:
-        a = r["by_workers"].get(w1)
-        b = r["by_workers"].get(w2)
-        mb = r["mb"]
-        ser = mb / a["wall"] if a else float("nan")
-        par = mb / b["wall"] if b else float("nan")
-        same = "yes" if len(set(r["digests"].values())) == 1 else "NO"
-        lines.append(
-            f"| {r['key']} | {mb:.0f} | {(a or b)['docs']} | {ser:.1f} | {mb / a['cpu'] if a else float('nan'):.1f} "
-            f"| {TARGETS[r['key']]} | {REFERENCE[r['key']]} | {(a or b)['docs'] / a['wall'] if a else 0:.0f} "
-            f"| {par:.1f} | {par / ser if a and b else float('nan'):.2f}x "
-            f"| {_mb(a['maxrss']) if a else '-'} | {_mb(b['tree_rss']) if b else '-'} | {same} |")
-    if any("split" in r for r in rows):
-        lines += [
-            "",
-            "## Where the time goes (one instrumented serial run, CPU seconds)",
-            "",
-            "parse = extractor alone; encode = orjson of text + sidecar lines on top of parsing; "
-            "compress = sidecar gzip (zlib-ng level 6, on a helper thread in the pipeline); "
-            "rest = pipeline CPU minus those (files, uid hashes, publish, interpreter start).",
-            "",
-            "| dataset | parse s | parse MB/s | encode s | compress s | rest s | pipeline cpu s | sidecar MB "
-            "| vs gzip -9 |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for r in rows:
-            s = r.get("split")
-            if not s:
-                continue
-            comp = s.get("compress", 0.0)
-            rest = s["pipeline"] - s["parse"] - s["encode"] - comp
-            ratio = f"{s['sidecar'] / s['sidecar_gzip9']:.3f}x" if s.get("sidecar_gzip9") else "-"
-            side = f"{s['sidecar'] / 1e6:.1f}" if s.get("sidecar") else "-"
-            lines.append(f"| {r['key']} | {s['parse']:.2f} | {r['mb'] / max(s['parse'], 1e-9):.1f} | "
-                         f"{s['encode']:.2f} | {comp:.2f} | {rest:.2f} | {s['pipeline']:.2f} | {side} | {ratio} |")
-    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
-        if argv[1] == "--split":
-            child_split(argv[2], argv[3])
-        else:
-            child_extract(argv[1], argv[2], int(argv[3]))
+        from bench.children import main as child_main
+
+        child_main(argv[1:])
         return 0
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", type=float, default=1.0, help="input size factor (1.0: ~200 MB each, text 500 MB)")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--workers", default="1,2")
-    ap.add_argument("--files", type=int, default=4, help="files per dataset (for the 2-worker runs)")
-    ap.add_argument("--only", default="", help="comma-separated dataset keys")
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"generated inputs (default {DEFAULT_DATA})")
-    ap.add_argument("--no-split", action="store_true", help="skip the instrumented parse/encode/compress run")
-    ap.add_argument("--results", type=Path, default=REPO / "bench" / "RESULTS.md")
-    ap.add_argument("--note", default="", help="a line printed above the table (e.g. 'measured under load')")
-    args = ap.parse_args(argv)
-    keys = [k for k in args.only.split(",") if k] or list(DATASETS)
+    args = _parse_args(argv)
+    keys = [k for k in args.only.split(",") if k] or list(ALL_DATASETS)
     root = args.data / f"scale-{args.scale:g}"
+    split_bytes = args.split_bytes if args.split_bytes is not None else max(1 << 20, int(
+        DEFAULT_SPLIT_MIB * args.scale) << 20)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = os.getloadavg()
     # generated in a child: a parent grown by `datasets` would lend its RSS to every forked child's ru_maxrss
@@ -313,15 +163,33 @@ def main(argv=None) -> int:
                    env=dict(os.environ, PYTHONPATH=str(REPO)))
     yaml_path = root / "extract.yaml"
     workers = [int(w) for w in args.workers.split(",")]
-    rows = [bench_dataset(root, yaml_path, k, workers, args.runs, not args.no_split) for k in keys]
-    text = render(rows, args, started, load)
-    args.results.write_text(text)
+    rows = [bench_dataset(root, yaml_path, k, workers, args.runs, not args.no_profile, split_bytes) for k in keys]
+    text = render(rows, args, started, load, split_bytes)
+    if not args.no_write:
+        args.results.write_text(text)
     print(text)
     bad = [r["key"] for r in rows if len(set(r["digests"].values())) > 1]
     if bad:
         print(f"OUTPUT DIFFERS between worker counts: {', '.join(bad)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=1.0, help="input size factor (1.0: ~200 MB each, text 500 MB)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--files", type=int, default=4, help="files per multi-file dataset")
+    ap.add_argument("--only", default="", help="comma-separated dataset keys (default: all, split ones too)")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"generated inputs (default {DEFAULT_DATA})")
+    ap.add_argument("--split-bytes", type=int, default=None,
+                    help=f"split_bytes of the 2-worker runs (default {DEFAULT_SPLIT_MIB} MiB x scale, at least 1 MiB)")
+    ap.add_argument("--no-profile", action="store_true", help="skip the efficiency and where-the-time-goes runs")
+    ap.add_argument("--results", type=Path, default=REPO / "bench" / "RESULTS.md")
+    ap.add_argument("--no-write", action="store_true", help="print the table only; leave --results as it is")
+    ap.add_argument("--note", default="", help="a line printed above the table (e.g. 'measured under load')")
+    return ap.parse_args(argv)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .assembly import VersionStager
 from .catalog import Catalog, DatasetSpec
 from .extractors.base import FILE_START, Extractor, InputFile, RangeCounts
 from .extractors.registry import make_extractor
@@ -132,21 +133,23 @@ def _worker_extractor(spec: DatasetSpec) -> Extractor:
 
 def extract_parts(spec: DatasetSpec, shards: list[Shard], workers: int = 1, log: Log | None = None,
                   on_part: OnPart | None = None, progress_seconds: float | None = None,
-                  force: bool = False) -> list[PartMeta]:
+                  force: bool = False, on_current: OnPart | None = None) -> list[PartMeta]:
     """Write a part for each shard that is stale (each, when forced) under the dataset lock SHARED
     and the shard's own lock, so runs on other shards of the dataset write theirs meanwhile;
     largest first in the pool so the tail stays short. With a `log`, a progress line every
     `progress_seconds` (default: progress.progress_interval) and at the end, logged from this
     process (DAGSTER_NOTES 5). Returns the metas this run wrote, in the order of `shards`: a shard
-    another run made current while this one waited for its lock is left out."""
+    another run made current while this one waited for its lock is left out. `on_current` is called
+    for every shard whose part is current once its task is done, whoever wrote it."""
     if not shards:
         return []
     with dataset_lock(lock_path(spec), spec.key, log=log, shared=True):
-        return _extract_parts_held(spec, shards, workers, log, on_part, progress_seconds, force)
+        return _extract_parts_held(spec, shards, workers, log, on_part, progress_seconds, force, on_current)
 
 
 def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, log: Log | None,
-                        on_part: OnPart | None, progress_seconds: float | None, force: bool) -> list[PartMeta]:
+                        on_part: OnPart | None, progress_seconds: float | None, force: bool,
+                        on_current: OnPart | None) -> list[PartMeta]:
     interval = progress_interval(progress_seconds)
     workers = max(1, min(workers, len(shards)))
     counters: Counters | None = None  # per task: [documents, input bytes read], written where it is extracted
@@ -161,9 +164,14 @@ def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, lo
         if outcome.waited_for and log is not None:
             log(outcome_message(spec, shards[task], outcome, force))
         if meta is None:  # another run made it current meanwhile: done, but not by this run
-            if board is not None and (current := DatasetStore(spec).read_part_meta(shards[task].key)) is not None:
+            current = DatasetStore(spec).read_part_meta(shards[task].key)
+            if board is not None and current is not None:
                 board.part_done(task, current)
+            if on_current is not None and current is not None:
+                on_current(shards[task], current)
             return
+        if on_current is not None:
+            on_current(shards[task], meta)
         results[task] = meta
         if board is not None:
             board.part_done(task, meta)
@@ -263,17 +271,47 @@ def extract_and_publish(plan: DatasetPlan, log: Log | None = None,
         if not plan.force and not stale and store.is_published(plan.shards):
             manifest = store.published_manifest()
             return RunReport(spec.key, True, len(plan.shards), [], manifest, [], time.monotonic() - started, [])
+        stager = _start_stager(plan, store, stale)
+    try:
+        return _extract_then_publish(plan, store, stale, stager, started, log, on_part)
+    finally:
+        if stager is not None:
+            stager.discard()  # nothing after a publish that used it
+
+
+def _start_stager(plan: DatasetPlan, store: DatasetStore, stale: list[Shard]) -> VersionStager | None:
+    """Stage the version while parts are extracted (assembly.py), when there is a copy to overlap:
+    several parts (one is hard-linked) and some to write. The current ones are staged at once."""
+    if len(plan.shards) < 2 or not stale:
+        return None
+    try:
+        stager = VersionStager(store, plan.shards, plan.spec.text_path.name, plan.spec.sidecar_path.name)
+    except OSError:
+        return None  # a full disk, say: the publish assembles at once and reports what fails then
+    writing = {s.key for s in stale}
+    for index, shard in enumerate(plan.shards):
+        if shard.key not in writing and (meta := store.read_part_meta(shard.key)) is not None:
+            stager.committed(index, meta)
+    return stager
+
+
+def _extract_then_publish(plan: DatasetPlan, store: DatasetStore, stale: list[Shard], stager: VersionStager | None,
+                          started: float, log: Log | None, on_part: OnPart | None) -> RunReport:
+    spec = plan.spec
+    index_of = {s.key: i for i, s in enumerate(plan.shards)}
+    on_current = None if stager is None else (lambda shard, meta: stager.committed(index_of[shard.key], meta))
     written: dict[str, PartMeta] = {}  # by shard key: a part written again replaces its first meta
     for round_ in range(MAX_ROUNDS):
         written.update((m.shard, m) for m in extract_parts(spec, stale, plan.workers, log, on_part,
-                                                           plan.progress_seconds, force=plan.force and round_ == 0))
+                                                           plan.progress_seconds, force=plan.force and round_ == 0,
+                                                           on_current=on_current))
         with dataset_lock(lock_path(spec), spec.key, log=log):
             # between the two locks another run (planned from other raw files or another extract.yaml)
             # may have replaced or removed parts: write those again before publishing
             stale = [s for s in plan.shards if not store.part_is_current(s)]
             if stale:
                 continue
-            manifest, skipped = _publish_held(plan, store)
+            manifest, skipped = _publish_held(plan, store, stager)
         metas = [written[s.key] for s in plan.shards if s.key in written]
         warnings = list(plan.unreadable) + [w for m in metas for w in m.warnings]
         return _with_summary(RunReport(spec.key, skipped, len(plan.shards), [m.shard for m in metas], manifest,
@@ -290,14 +328,15 @@ def _with_summary(report: RunReport, log: Log | None) -> RunReport:
     return report
 
 
-def _publish_held(plan: DatasetPlan, store: DatasetStore) -> tuple[Manifest | None, bool]:
+def _publish_held(plan: DatasetPlan, store: DatasetStore,
+                  stager: VersionStager | None = None) -> tuple[Manifest | None, bool]:
     """Publish (the dataset lock is held EXCLUSIVE and every part is current), unless another run
     already published exactly these parts and this one is not forced. Returns (manifest, skipped)."""
     spec = plan.spec
     if not plan.force and store.is_published(plan.shards):
         return store.published_manifest(), True
     check_strict(spec, current_metas(spec, plan.shards, store), plan.unreadable)
-    return publish(spec, plan.shards, store, plan.unreadable), False
+    return publish(spec, plan.shards, store, plan.unreadable, stager), False
 
 
 def extract_dataset(spec: DatasetSpec, catalog: Catalog, force: bool = False, workers: int | None = None,

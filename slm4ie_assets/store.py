@@ -7,6 +7,7 @@ Layout under `<output_dir>/`:
     .slm4ie/<key>/parts/         one part per shard: <id>.jsonl, <id>.ann.gz, <id>.uids, <id>.meta.json
     .slm4ie/<key>/versions/<v>/  a complete published pair plus manifest.json
     .slm4ie/<key>/current        -> versions/<v>   the commit point: one atomic rename swaps both files
+    .slm4ie/<key>/staging/<v>/   a version being assembled while parts are extracted (assembly.py)
     .slm4ie/<key>/lock           the dataset lock; .slm4ie/<key>/locks/<id>.lock: one lock per shard (locks.py)
 
 A part is committed by its `.meta.json`, written last; a publish by the rename of `current`.
@@ -90,6 +91,7 @@ class DatasetStore:
         self.state = self.out / STATE_DIR / spec.key
         self.parts = self.state / "parts"
         self.versions = self.state / "versions"
+        self.staging = self.state / "staging"  # renamed into versions/ when complete
         self.current = self.state / "current"
         self.lock = self.state / "lock"
         self.shard_locks = self.state / "locks"  # apart from parts/, so no part clean-up meets them
@@ -137,7 +139,7 @@ class DatasetStore:
         removed. The caller holds the dataset lock EXCLUSIVE: no part is being written then, and no
         process has a shard lock file open (they are opened only under the dataset lock, shared)."""
         keep = None if keep_keys is None else list(keep_keys)
-        return (self._remove_stale_parts(keep) + self._remove_unpublished_versions()
+        return (self._remove_stale_parts(keep) + self._remove_unpublished_versions() + self._remove_staging()
                 + self._remove_swap_leftovers() + self._retire_dangling_sidecar() + self._remove_shard_locks(keep))
 
     def _remove_shard_locks(self, keep_keys: list[str] | None) -> int:
@@ -177,6 +179,16 @@ class DatasetStore:
             if live is None or Path(live).name != v.name:
                 shutil.rmtree(v, ignore_errors=True)
                 removed += 1
+        return removed
+
+    def _remove_staging(self) -> int:
+        """Versions a run was assembling: a live run (holding no lock now) notices and starts over."""
+        if not self.staging.is_dir():
+            return 0
+        removed = 0
+        for v in self.staging.iterdir():
+            shutil.rmtree(v, ignore_errors=True)
+            removed += 1
         return removed
 
     def _remove_swap_leftovers(self) -> int:

@@ -1,0 +1,311 @@
+"""A version's text and sidecar: the current parts concatenated in shard order, staged while the
+run still extracts later parts, so the publish does not copy every byte after the last part.
+
+Without reflinks (ext4: copy_file_range copies in the kernel) the bytes of all parts but one must
+be copied once into the version. `VersionStager` does that copy on a helper thread as soon as each
+prefix of the shard order is committed (copy_file_range and zlib release the GIL), into a folder
+under `.slm4ie/<key>/staging/` that no reader looks at. Only committed part files are read, and a
+part is never rewritten in place (a new part replaces the name), so a staged copy holds whole
+bytes; each is stamped with its meta and the inode, size and ctime of its files. `finish`, called
+by the publish under the dataset lock EXCLUSIVE, keeps the staged prefix up to the first part whose
+stamp no longer matches (another run replaced it meanwhile), appends the rest itself, and renames
+the folder into `versions/` (D17: a folder left by a kill is removed by the next clean-up).
+"""
+
+import errno
+import os
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable
+from functools import partial
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+from .gzipio import GzipMemberWriter, start_writeback
+from .part_meta import PartMeta
+from .shards import Shard
+from .sidecar_writer import stub_lines_from_text
+from .split import file_runs, ranges_sidecar_lines
+from .store import DatasetStore, PartPaths
+
+# one piece of a published file: a part file, or lines written into one gzip member
+Source = Path | Callable[[], Iterable[bytes]]
+
+_NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EACCES}
+_HAS_COPY_RANGE = hasattr(os, "copy_file_range")
+_NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
+_COPY_CHUNK = 1 << 22
+FileStamp = tuple[int, int, int, int] | None  # (inode, size, mtime_ns, ctime_ns); None: no file
+
+
+def sidecar_source(store: DatasetStore, group: list[tuple[Shard, PartMeta]]) -> Source | None:
+    """The sidecar piece of one shard, or of the ranges of one split file as one member, written
+    as the unsplit part would have been (docs/splitting.md); stubs rebuilt from the text for a part
+    without annotations; None for a part without documents."""
+    if len(group) > 1:
+        if not any(m.docs for _, m in group):
+            return None
+        return partial(ranges_sidecar_lines, [(store.part_paths(s.key), m) for s, m in group])
+    s, m = group[0]
+    paths = store.part_paths(s.key)
+    if m.has_annotations:
+        return paths.annotations
+    return partial(stub_lines_from_text, paths.text) if m.docs else None
+
+
+def sidecar_sources(store: DatasetStore, shards: list[Shard], metas: list[PartMeta]) -> list[Source]:
+    return [src for group in file_runs(shards, metas) if (src := sidecar_source(store, group)) is not None]
+
+
+def assemble(path: Path, sources: list[Source]) -> None:
+    """Write `path` as the concatenation of `sources`, durable once this returns.
+
+    A single part file is hard-linked: parts are fsynced before their meta commits them, and never
+    rewritten in place (a new part replaces the old name), so the version keeps its own bytes.
+    """
+    if len(sources) == 1 and isinstance(sources[0], Path):
+        try:
+            os.link(sources[0], path)
+            return
+        except OSError as exc:
+            if exc.errno not in _NO_LINK:
+                raise
+    with open(path, "xb", opener=create_0644) as out:
+        for src in sources:
+            append_source(out, src)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def append_source(out: BinaryIO, src: Source) -> None:
+    if isinstance(src, Path):
+        copy_into(src, out)
+        start_writeback(out.fileno())
+    else:
+        writer = GzipMemberWriter(out, threaded=False)
+        for line in src():
+            writer.write(line)
+        writer.close()
+
+
+def create_0644(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o644)
+
+
+def copy_into(src: Path, out: BinaryIO) -> None:
+    """Append a whole file to `out`, in the kernel where it can (copy_file_range: no trip through
+    user space, and a reflink on file systems that share extents)."""
+    out.flush()  # what was written through `out` goes first
+    out_fd = out.fileno()
+    with open(src, "rb", buffering=0) as fh:
+        remaining = os.fstat(fh.fileno()).st_size
+        in_fd = fh.fileno()
+        while remaining > 0:
+            try:
+                n = os.copy_file_range(in_fd, out_fd, remaining) if _HAS_COPY_RANGE else 0
+            except OSError as exc:
+                if exc.errno not in _NO_COPY_RANGE:
+                    raise
+                n = 0
+            if n == 0:  # not supported here (or the file shrank): finish with plain reads and writes
+                while chunk := fh.read(_COPY_CHUNK):
+                    out.write(chunk)
+                out.flush()
+                return
+            remaining -= n
+
+
+def _file_stamp(path: Path) -> FileStamp:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class PartStamp(NamedTuple):
+    """What a staged copy was made from; equal stamps mean the same committed bytes."""
+
+    meta: PartMeta
+    text: FileStamp
+    annotations: FileStamp
+
+
+def part_stamp(paths: PartPaths, meta: PartMeta) -> PartStamp:
+    return PartStamp(meta, _file_stamp(paths.text), _file_stamp(paths.annotations) if meta.has_annotations else None)
+
+
+def _cut(fh: BinaryIO, size: int) -> None:
+    """Make `fh` end at `size` (a no-op when it does: truncating costs a metadata write)."""
+    fh.flush()
+    if os.fstat(fh.fileno()).st_size != size:
+        fh.truncate(size)
+    fh.seek(size)
+
+
+def _groups(shards: list[Shard]) -> list[range]:
+    """The shard indexes of each publish unit: one shard, or the consecutive ranges of a split file."""
+    out, start = [], 0
+    for run in file_runs(shards, [None] * len(shards)):
+        out.append(range(start, start + len(run)))
+        start += len(run)
+    return out
+
+
+class _Replaced(Exception):
+    """A part was replaced while it was being staged: the staged prefix stops before it."""
+
+
+class VersionStager:
+    """The text and sidecar of the next version, appended on a helper thread as each prefix of
+    `shards` is committed (`committed`): the text part by part, the sidecar by publish unit (a
+    shard, or the ranges of one split file, one gzip member); `finish` completes them under the
+    dataset lock EXCLUSIVE, `discard` removes them."""
+
+    def __init__(self, store: DatasetStore, shards: list[Shard], text_name: str, sidecar_name: str):
+        self.store, self.shards = store, shards
+        self.name = f"v{time.time_ns()}-{os.getpid()}"
+        self.folder = store.staging / self.name
+        self._text_name, self._side_name = text_name, sidecar_name
+        self._groups = _groups(shards)
+        self._metas: list[PartMeta | None] = [None] * len(shards)
+        self._stamps: list[PartStamp] = []  # per shard in the text, in order
+        self._text_ends: list[int] = []  # text size after each shard
+        self._side_ends: list[int] = []  # sidecar size after each group, once it is open
+        self._side: BinaryIO | None = None
+        self._failed: BaseException | None = None
+        self._done = False
+        self.folder.mkdir(parents=True)
+        self._text: BinaryIO = open(self.folder / text_name, "xb", opener=create_0644)
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="slm4ie-stager", daemon=True)
+        self._thread.start()
+
+    def committed(self, index: int, meta: PartMeta) -> None:
+        """Shard `index` has a current part with `meta` (written by this run or found current)."""
+        self._queue.put((index, meta))
+
+    def _run(self) -> None:
+        stopped = False
+        try:
+            while (item := self._queue.get()) is not None:
+                index, meta = item
+                self._metas[index] = meta
+                self._advance(checked=True)
+        except _Replaced:
+            stopped = True
+        except BaseException as exc:  # finish starts over without the staged files
+            self._failed = exc
+            stopped = True
+        if stopped:
+            while self._queue.get() is not None:
+                pass
+
+    def _advance(self, checked: bool) -> None:
+        """Append every shard (and complete group) whose turn has come and whose part is known."""
+        self._append_complete_groups(checked)
+        while len(self._stamps) < len(self.shards) and (meta := self._metas[len(self._stamps)]) is not None:
+            self._append_text(len(self._stamps), meta, checked)
+            self._append_complete_groups(checked)
+
+    def _append_text(self, i: int, meta: PartMeta, checked: bool) -> None:
+        """`checked`: the part is read without the dataset lock exclusive, so its stamp is taken
+        before and after the copy; a replaced part stops the staging here."""
+        paths = self.store.part_paths(self.shards[i].key)
+        stamp = part_stamp(paths, meta)
+        copy_into(paths.text, self._text)
+        start_writeback(self._text.fileno())
+        if checked and part_stamp(paths, meta) != stamp:
+            raise _Replaced(i)
+        self._stamps.append(stamp)
+        self._text_ends.append(self._text.tell())
+
+    def _append_complete_groups(self, checked: bool) -> None:
+        staged = len(self._stamps)
+        if self._side is None:
+            if not any(s.meta.has_annotations for s in self._stamps[len(self._side_ends):]):
+                return
+            self._side = open(self.folder / self._side_name, "xb", opener=create_0644)
+        while len(self._side_ends) < len(self._groups) and self._groups[len(self._side_ends)].stop <= staged:
+            members = self._groups[len(self._side_ends)]
+            pairs = [(self.shards[i], self._stamps[i].meta) for i in members]
+            src = sidecar_source(self.store, pairs)
+            if src is not None:
+                append_source(self._side, src)
+            self._side.flush()
+            if checked and [part_stamp(self.store.part_paths(s.key), m) for s, m in pairs] != [
+                    self._stamps[i] for i in members]:
+                raise _Replaced(members.start)
+            self._side_ends.append(self._side.tell())
+
+    def _stop(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
+    def _kept(self, metas: list[PartMeta]) -> int:
+        """Staged shards, from the first, whose parts are all still the ones staged."""
+        for i, stamp in enumerate(self._stamps):
+            if stamp != part_stamp(self.store.part_paths(self.shards[i].key), metas[i]):
+                return i
+        return len(self._stamps)
+
+    def _rewind(self, shards: int) -> None:
+        """Keep the first `shards` staged text parts and the sidecar groups within them (and drop
+        what a stopped append left after them)."""
+        _cut(self._text, self._text_ends[shards - 1] if shards else 0)
+        del self._stamps[shards:], self._text_ends[shards:]
+        if self._side is not None:
+            groups = sum(1 for g in self._groups[:len(self._side_ends)] if g.stop <= shards)
+            _cut(self._side, self._side_ends[groups - 1] if groups else 0)
+            del self._side_ends[groups:]
+
+    def _staged_files_are_ours(self) -> bool:
+        """False when another run's clean-up removed the folder while this run held no lock."""
+        try:
+            return os.stat(self.folder / self._text_name).st_ino == os.fstat(self._text.fileno()).st_ino
+        except FileNotFoundError:
+            return False
+
+    def finish(self, metas: list[PartMeta]) -> Path | None:
+        """The complete version folder (text, sidecar if any part has annotations; no manifest yet),
+        moved into `versions/`; None if the staged files are gone or failed (publish starts over).
+        The caller holds the dataset lock EXCLUSIVE and `metas` are the current parts'."""
+        self._stop()
+        if self._failed is not None or not self._staged_files_are_ours():
+            self.discard()
+            return None
+        self._rewind(self._kept(metas))
+        self._metas = list(metas)
+        self._advance(checked=False)
+        has_sidecar = any(m.has_annotations for m in metas)
+        if not has_sidecar and self._side is not None:
+            self._side.close()
+            self._side = None
+            (self.folder / self._side_name).unlink()
+        for fh in (self._text, self._side):
+            if fh is not None:
+                fh.flush()
+                os.fsync(fh.fileno())
+                fh.close()
+        version = self.store.versions / self.name
+        self.store.versions.mkdir(parents=True, exist_ok=True)
+        os.rename(self.folder, version)
+        self._done = True
+        return version
+
+    def discard(self) -> None:
+        """Stop and remove the staged files (nothing after a successful `finish`)."""
+        self._stop()
+        if self._done:
+            return
+        self._done = True
+        for fh in (self._text, self._side):
+            if fh is not None:
+                try:
+                    fh.close()
+                except OSError:
+                    pass
+        shutil.rmtree(self.folder, ignore_errors=True)
