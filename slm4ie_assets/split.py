@@ -185,14 +185,14 @@ class RangeBook:
         """The ranges to count before extracting. With `chains` workers, a file's ranges run as that
         many chains, each range after the first of a chain continuing from its predecessor's own
         extraction; only the ranges before the last chain's start are counted (and every range that
-        is not extracted in this run). One chain: every range a later one needs."""
+        is not extracted in this run). One chain: only the ranges not extracted in this run."""
         todo = []
         for rel, last in self._upto.items():
             assert last.range is not None
             known = self._known.get(rel, {})
             extracted = self._extracted.get(rel, set())
             upto = last.range.index
-            counted = upto if chains <= 1 else -(-(upto + 1) * (chains - 1) // chains)
+            counted = -(-(upto + 1) * (max(1, chains) - 1) // max(1, chains))
             todo += [last.range_of(i) for i in range(upto)
                      if i not in known and (i < counted or i not in extracted)]
         return todo
@@ -239,6 +239,21 @@ def shard_inputs(shards: Sequence) -> Iterator[InputFile]:
         yield from shard.files
 
 
+def chains_per_file(shards: Sequence, workers: int) -> int:
+    """How many chains each split file runs as. One (no count-only pass at all) when the run's files
+    keep `workers` busy as they are: no file, its ranges together, holds more than 1/workers of the
+    bytes (e.g. four 125 MB files split in ranges, two workers). Else `workers`, so the biggest file
+    is not left to one worker (one 500 MB file)."""
+    if workers <= 1:
+        return 1
+    sizes: dict[object, int] = {}
+    for shard in shards:
+        first = shard.files[0]
+        unit = first.rel if first.range is not None else ("shard", shard.key)  # a file's ranges together
+        sizes[unit] = sizes.get(unit, 0) + shard.size
+    return 1 if max(sizes.values(), default=0) * workers <= sum(sizes.values()) else workers
+
+
 class _Outcome(Protocol):
     counts: RangeCounts | None
 
@@ -248,11 +263,11 @@ def run_pooled(shards: Sequence, order: Sequence[int], submit_extract: Callable[
                workers: int = 2) -> None:
     """Run the extraction of `shards` (task = index, in `order`) in a pool of `workers`, keeping
     one task per worker in flight so the next pick is made when a worker frees: first the count-only
-    passes that let each split file run as `workers` chains of ranges (`RangeBook.to_count`), then
+    passes that let each split file run as several chains of ranges (`chains_per_file`), then
     the ready range furthest into its file (a chain goes on as soon as its predecessor is written),
     then whole files and first ranges in `order`."""
     book = RangeBook(list(shard_inputs(shards)))
-    counts = list(book.to_count(workers))
+    counts = list(book.to_count(chains_per_file(shards, workers)))
     free = deque(t for t in order if book.before(shards[t].files[0]) is not None)
     later = [t for t in order if book.before(shards[t].files[0]) is None]
     futures: dict[Future, tuple[int, InputFile]] = {}

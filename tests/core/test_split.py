@@ -21,7 +21,7 @@ from slm4ie_assets.extractors.jsonl import JsonlExtractor
 from slm4ie_assets.extractors.text import TextExtractor, count_documents
 from slm4ie_assets.pipeline import extract_dataset
 from slm4ie_assets.shards import check_shard_key, plan_shards
-from slm4ie_assets.split import SPACES, count_lines, plan_cuts, range_files, run_pooled
+from slm4ie_assets.split import SPACES, chains_per_file, count_lines, plan_cuts, range_files, run_pooled
 from slm4ie_assets.store import DatasetStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -247,3 +247,37 @@ def test_the_pool_schedule_hands_every_range_the_sum_of_the_ranges_before_it(tmp
         expected = expected + truth[task]
     assert len(counted) == len(set(counted)) and len(shards) - 3 in counted
     assert workers == 1 or len(counted) < len(shards) - 1  # chains: not every range is counted
+
+
+def test_split_files_that_keep_the_workers_busy_run_one_chain_each_without_count_passes(tmp_path):
+    """Four equal split files, two workers: each file is one chain, so no range is counted (a
+    count-only pass would only add work); one big file among small ones still gets two chains."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for name in ("a", "b", "c", "d"):
+        (raw / f"{name}.txt").write_bytes(b"".join(b"blok %05d z besedami\n\n" % i for i in range(1500)))
+    shards = plan_shards(TextExtractor(), discover(raw, (".txt",)), split_bytes=10_000)
+    assert len({s.files[0].rel for s in shards}) == 4 and len(shards) > 8
+    assert chains_per_file(shards, 2) == 1 and chains_per_file(shards, 1) == 1
+    assert chains_per_file(shards, 5) == 5  # a quarter of the bytes each: five workers would idle
+    big = [s for s in shards if s.files[0].rel in ("a.txt", "b.txt")]
+    assert chains_per_file(big, 2) == 1 and chains_per_file([s for s in shards if s.files[0].rel == "a.txt"], 2) == 2
+    counted: list[InputFile] = []
+    seen: dict[int, RangeCounts] = {}
+    truth = {t: RangeCounts(docs=t + 1, lines=3 * t) for t in range(len(shards))}
+
+    def extract(task: int, before: RangeCounts) -> SimpleNamespace:
+        seen[task] = before
+        return SimpleNamespace(counts=truth[task])
+
+    with ThreadPoolExecutor(2) as pool:
+        run_pooled(shards, list(range(len(shards))), lambda t, b: pool.submit(extract, t, b),
+                   lambda f: pool.submit(counted.append, f), lambda t, r: None, 2)
+    assert counted == []
+    for task, shard in enumerate(shards):
+        earlier = [t for t, s in enumerate(shards) if s.files[0].rel == shard.files[0].rel
+                   and s.files[0].range.index < shard.files[0].range.index]
+        want = RangeCounts()
+        for t in earlier:
+            want = want + truth[t]
+        assert seen[task] == want
