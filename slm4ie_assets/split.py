@@ -258,6 +258,22 @@ class _Outcome(Protocol):
     counts: RangeCounts | None
 
 
+def _next_extraction(book: RangeBook, shards: Sequence, later: list[int],
+                     free: deque[int]) -> tuple[int, RangeCounts] | None:
+    """The ready range furthest into its file (taken from `later`), else the next whole file or
+    first range (`free`); None when nothing can start yet."""
+    best = None
+    for task in later:
+        before = book.before(shards[task].files[0])
+        if before is not None and (best is None or shards[task].files[0].range.index
+                                   > shards[best[0]].files[0].range.index):
+            best = (task, before)
+    if best is not None:
+        later.remove(best[0])
+        return best
+    return (free.popleft(), RangeCounts()) if free else None
+
+
 def run_pooled(shards: Sequence, order: Sequence[int], submit_extract: Callable[[int, RangeCounts], Future],
                submit_count: Callable[[InputFile], Future], report: Callable[[int, Any], None],
                workers: int = 2) -> None:
@@ -272,25 +288,13 @@ def run_pooled(shards: Sequence, order: Sequence[int], submit_extract: Callable[
     later = [t for t in order if book.before(shards[t].files[0]) is None]
     futures: dict[Future, tuple[int, InputFile]] = {}
 
-    def next_extraction() -> tuple[int, RangeCounts] | None:
-        best = None
-        for task in later:
-            before = book.before(shards[task].files[0])
-            if before is not None and (best is None or shards[task].files[0].range.index
-                                       > shards[best[0]].files[0].range.index):
-                best = (task, before)
-        if best is not None:
-            later.remove(best[0])
-            return best
-        return (free.popleft(), RangeCounts()) if free else None
-
     def fill_slots() -> None:
         while len(futures) < workers:
             if counts:
                 file = counts.pop(0)
                 futures[submit_count(file)] = (-1, file)
                 continue
-            picked = next_extraction()
+            picked = _next_extraction(book, shards, later, free)
             if picked is None:
                 if not futures and later:  # an earlier range was made current by another run meanwhile
                     counts.extend({f for t in later for f in book.missing_before(shards[t].files[0])})
