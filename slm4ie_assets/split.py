@@ -13,6 +13,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
@@ -29,11 +30,10 @@ from .extractors.base import (
     RangeCounts,
     is_input_error,
 )
+from .extractors.cuts import SEARCH_LIMIT, walk_nominal_cuts, windows
 from .extractors.reading import read_raw
 from .sidecar_writer import stub_lines_from_text
 
-WINDOW = 1 << 16  # bytes read per look near a cut
-SEARCH_LIMIT = 1 << 24  # text and lines: no boundary this far past a nominal cut skips that cut
 _OVERLAP = 64  # windows overlap so a boundary across two reads is still seen
 
 # A line end of ADDENDUM 3.2 (`\r\n`, `\n`, a lone `\r`).
@@ -54,37 +54,22 @@ def plan_cuts(split_at: str, path: Path, size: int, split_bytes: int) -> tuple[i
     the end, for conllu) is skipped, so its range merges into the one before. Unreadable: one range."""
     if split_bytes <= 0 or size <= split_bytes:
         return (0, size)
-    cuts = [0]
+    newdoc = split_at == "newdoc"
     try:
         with open(path, "rb") as fh:
-            k = 1
-            while k * split_bytes < size:
-                nominal = max(k * split_bytes, cuts[-1] + 1)
-                limit = size if split_at == "newdoc" else min(size, nominal + SEARCH_LIMIT)
-                cut = _boundary_after(split_at, fh, nominal, limit)
-                if cut is None and split_at == "newdoc":
-                    break  # no newdoc block up to the end of the file
-                if cut is not None and cut < size:
-                    cuts.append(cut)
-                k = max(k + 1, (cut or 0) // split_bytes + 1)
+            return walk_nominal_cuts(fh, size, split_bytes, partial(_boundary_after, split_at),
+                                     search_limit=None if newdoc else SEARCH_LIMIT, stop_at_none=newdoc)
     except OSError:
         return (0, size)  # the extraction reports what cannot be read (D6)
-    return (*cuts, size)
 
 
 def _boundary_after(split_at: str, fh: BinaryIO, pos: int, limit: int) -> int | None:
     """The first offset in [pos, limit] where a range may start, reading small windows."""
-    start = max(0, pos - _OVERLAP)  # a boundary may begin just before the nominal cut
-    while start < limit:
-        fh.seek(start)
-        data = fh.read(min(WINDOW, limit - start) + _OVERLAP)
-        if not data:
-            return None
+    for start, data in windows(fh, pos, limit, _OVERLAP):
         at_eof = start + len(data) >= limit
         cut = _cut_in(split_at, data, pos - start, at_eof)
         if cut is not None:
             return start + cut
-        start += WINDOW
     return None
 
 

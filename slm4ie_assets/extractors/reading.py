@@ -7,6 +7,7 @@ and name it (D6), and `invalid_count()` tells how many were seen.
 import codecs
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from .base import InputFile
 
@@ -38,15 +39,19 @@ def read_raw(file: InputFile, size: int) -> Iterator[bytes]:
             while raw := fh.read(size):
                 yield raw
             return
-        fh.seek(file.range.start)
-        end = file.range.end
-        left = -1 if end is None else end - file.range.start
-        while left:
-            raw = fh.read(size if left < 0 else min(size, left))
-            if not raw:
-                return
-            left = left - len(raw) if left > 0 else left
-            yield raw
+        yield from read_span(fh, file.range.start, file.range.end, size)
+
+
+def read_span(fh: BinaryIO, start: int, end: int | None, size: int) -> Iterator[bytes]:
+    """The bytes of an open file from `start` up to `end` (None: to its end), in reads of at most `size`."""
+    fh.seek(start)
+    left = -1 if end is None else end - start
+    while left:
+        raw = fh.read(size if left < 0 else min(size, left))
+        if not raw:
+            return
+        left = left - len(raw) if left > 0 else left
+        yield raw
 
 
 def read_text_chunks(file: InputFile, size: int = _DECODE_CHUNK) -> Iterator[str]:

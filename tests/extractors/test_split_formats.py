@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset
+from support.files import write_files
 
 KEY = "d"
 
@@ -39,11 +40,7 @@ def extract(root: Path, extractor: str, files: dict[str, bytes], split_bytes: in
             metadata: str = "") -> Output:
     """A fresh dataset under `root`, extracted through `extract_dataset` (forced)."""
     shutil.rmtree(root, ignore_errors=True)
-    raw = root / "raw" / KEY
-    for name, data in files.items():
-        path = raw / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+    write_files(root / "raw" / KEY, files)
     (root / "extract.yaml").write_text(
         f"input_dir: raw\noutput_dir: out\nsplit_bytes: {split_bytes}\ndatasets:\n"
         f"  {KEY}:\n    extractor: {extractor}\n    domain: test\n{metadata}")

@@ -185,6 +185,18 @@ def test_cli_materialize_on_postgres_publishes_the_same_bytes_as_on_sqlite(postg
         instance.dispose()
 
 
+def finished_runs(daemon, web, instance, backfill: str) -> list | None:
+    """Every run of the instance once the backfill is done and no run is in progress, else None;
+    fails at once when the daemon or the webserver has exited."""
+    for proc in (daemon, web.proc):
+        if not proc.alive():
+            raise AssertionError(f"{proc.args[0]} exited early\n{proc.tail()}")
+    if web.backfill_status(backfill) not in BACKFILL_DONE:
+        return None
+    runs = instance.get_runs()
+    return None if any(not r.is_finished for r in runs) else runs
+
+
 def register_shard_partitions(instance, catalog) -> dict:
     """The shards/<key> partitions, registered as the raw sensor and extracted/<key> register them
     (archives unpacked first, so an unpacked member is a shard too); {key: partition keys}."""
@@ -236,13 +248,8 @@ def test_shard_backfill_runs_concurrently_under_the_daemon_on_postgres(postgres,
                        interval=1.0, on_timeout=daemon.tail)
 
         def settled():
-            for proc in (daemon, web.proc):
-                if not proc.alive():
-                    raise AssertionError(f"{proc.args[0]} exited early\n{proc.tail()}")
-            if web.backfill_status(backfill) not in BACKFILL_DONE:
-                return False
-            runs = instance.get_runs()
-            if any(not r.is_finished for r in runs):
+            runs = finished_runs(daemon, web, instance, backfill)
+            if runs is None:
                 return False
             if any(r.status.value != "SUCCESS" for r in runs):
                 return True  # nothing more will come of it; the assertions below say what failed
@@ -364,13 +371,7 @@ def test_a_shard_backfill_fans_out_into_concurrent_runs_and_publishes_once(postg
             assert not (spec.output_dir / f"{FAN_KEY}.jsonl").exists(), "published while shard runs were waiting"
 
         def published_once():
-            for proc in (daemon, web.proc):
-                if not proc.alive():
-                    raise AssertionError(f"{proc.args[0]} exited early\n{proc.tail()}")
-            if web.backfill_status(backfill) not in BACKFILL_DONE:
-                return False
-            runs = instance.get_runs()
-            return all(r.is_finished for r in runs) and bool(_extracted_runs(instance))
+            return finished_runs(daemon, web, instance, backfill) is not None and bool(_extracted_runs(instance))
 
         wait_until(published_once, RUN_TIMEOUT, "the fan-out runs and then the publish to finish", interval=1.0,
                    on_timeout=daemon.tail)

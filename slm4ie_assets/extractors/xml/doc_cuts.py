@@ -25,11 +25,10 @@ from typing import BinaryIO
 
 from lxml import etree
 
+from ..cuts import WINDOW, walk_nominal_cuts, windows
 from .parser import parser_options
 
 HEAD_LIMIT = 1 << 20  # the prolog must end in the file's first MiB
-WINDOW = 1 << 16  # bytes read per look near a nominal cut
-SEARCH_LIMIT = 1 << 24  # no cut this far past a nominal cut: that cut is skipped
 _OVERLAP = 256  # windows overlap so a cut across two reads is still seen
 _TRIES = 8  # `<doc` matches tried for the prolog's end
 _DOC = "doc"  # un-namespaced, as macocu reads it
@@ -100,34 +99,20 @@ def plan_doc_cuts(path: Path, size: int, split_bytes: int) -> tuple[int, ...]:
     """`(0, cut, ..., size)` for a file over `split_bytes`; `(0, size)` when it stays whole."""
     if split_bytes <= 0 or size <= split_bytes:
         return (0, size)
-    cuts = [0]
     try:
         with open(path, "rb") as fh:
             prolog = read_prolog(fh)
             if prolog is None:
                 return (0, size)
-            k = 1
-            while k * split_bytes < size:
-                nominal = max(k * split_bytes, cuts[-1] + 1, len(prolog.data) + 1)
-                cut = _cut_after(fh, nominal, min(size, nominal + SEARCH_LIMIT))
-                if cut is not None and cut < size:
-                    cuts.append(cut)
-                k = max(k + 1, (cut or 0) // split_bytes + 1)
+            return walk_nominal_cuts(fh, size, split_bytes, _cut_after, not_before=len(prolog.data) + 1)
     except OSError:
         return (0, size)  # the extraction reports what cannot be read (D6)
-    return (*cuts, size)
 
 
 def _cut_after(fh: BinaryIO, pos: int, limit: int) -> int | None:
     """The first `<doc` at or after `pos` (before `limit`) that follows `</doc>` and whitespace."""
-    start = max(0, pos - _OVERLAP)
-    while start < limit:
-        fh.seek(start)
-        data = fh.read(min(WINDOW, limit - start) + _OVERLAP)
-        if not data:
-            return None
+    for start, data in windows(fh, pos, limit, _OVERLAP):
         for match in _CUT.finditer(data):
             if start + match.start(1) >= pos:
                 return start + match.start(1)
-        start += WINDOW
     return None

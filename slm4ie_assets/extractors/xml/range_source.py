@@ -3,6 +3,8 @@
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from ..reading import read_span
+
 PAD_LINES = 1 << 20  # newlines per padding comment, well under libxml2's 10 MB limit on one comment
 _READ = 1 << 16
 
@@ -37,12 +39,5 @@ def _pieces(fh: BinaryIO, head: bytes, pad_lines: int, start: int, end: int | No
         n = min(pad_lines, PAD_LINES)
         yield b"<!--" + b"\n" * n + b"-->"
         pad_lines -= n
-    fh.seek(start)
-    left = -1 if end is None else end - start
-    while left:
-        raw = fh.read(_READ if left < 0 else min(_READ, left))
-        if not raw:
-            break
-        left = left - len(raw) if left > 0 else left
-        yield raw
+    yield from read_span(fh, start, end, _READ)
     yield tail
