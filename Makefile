@@ -1,25 +1,42 @@
-# Two commands on a fresh machine: `make demo` and `make test`. Both (re)build .venv only when
-# pyproject.toml changed, so they are fast the second time.
+# Two commands on a fresh machine: `make demo` and `make test`. Both install exactly what uv.lock
+# pins (every package, direct and indirect) into .venv, and rebuild it only when pyproject.toml or
+# uv.lock changed, so they are fast the second time. They need only python3 and make: uv itself is
+# bootstrapped from PyPI, at the version below, into .uv/ (README, "Installing: the lock").
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+UV_VERSION := 0.13.9
+UV := .uv/bin/uv
+EXTRAS := --all-extras
+# uv never downloads an interpreter of its own here: the venv uses $(PYTHON)
+export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: venv demo demo-ui lint test test-deps test-long ui daemon bench clean
+.PHONY: venv demo demo-ui lint lock test test-deps test-long test-newest test-xml-newest ui daemon bench clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml tools/slm4ie_dagster_module.pth
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@# pipefail keeps pip's exit status; the filter only hides this machine's notes about absent local indexes
-	set -o pipefail; $(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "is ignored: it is neither" || true; }
-	set -o pipefail; $(BIN)/python -m pip install --quiet -e '.[test,postgres,ui-test]' 2>&1 | { grep -v "is ignored: it is neither" || true; }
+$(UV):
+	@# the grep only hides this machine's notes about absent local package indexes
+	set -o pipefail; { test -x .uv/bin/python || $(PYTHON) -m venv .uv; } && \
+	  .uv/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) 2>&1 | \
+	  { grep -v "is ignored: it is neither" || true; }
+
+# --locked: fail loudly when pyproject.toml and uv.lock disagree (run `make lock`), never re-resolve
+$(STAMP): pyproject.toml uv.lock tools/slm4ie_dagster_module.pth | $(UV)
+	$(UV) sync --locked $(EXTRAS) --python $(PYTHON) --quiet
 	@# `dagster asset materialize --select extracted/kas` finds a code location only through -m/-f or
 	@# DAGSTER_MODULE_NAME: this start-up line supplies the default to `dagster asset|job ...` alone
 	@# (never to `dagster dev -w`, which would then see two targets).
 	cp tools/slm4ie_dagster_module.pth "$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')/"
 	@touch $(STAMP)
+
+# Re-resolve after editing pyproject.toml: keeps every pin that still fits. UPGRADE=1 moves every
+# package to the newest release the constraints allow; `make test` (and its output-hash test) then
+# shows what that changed.
+lock: $(UV)
+	$(UV) lock $(if $(UPGRADE),--upgrade,)
 
 demo: venv
 	$(BIN)/python examples/demo.py
@@ -39,6 +56,16 @@ test: lint
 test-deps: venv
 	PYTHON=$(BIN)/python tools/install_test_deps.sh all
 
+# For maintainers, not CI: a throwaway venv with the newest releases pyproject.toml allows (not
+# the lock), then the whole suite. Green means `make lock UPGRADE=1` is safe to commit.
+test-newest: $(UV)
+	tools/newest_env.sh full
+
+# CI: the XML extractor and hostile-input tests again under the newest lxml the index serves, in a
+# small second venv (everything else as locked), so a release that changes error delivery fails CI.
+test-xml-newest: venv
+	tools/newest_env.sh xml
+
 test-long: venv
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m long
 
@@ -55,4 +82,4 @@ bench: venv
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) .dagster .tmp_dagster_home_* data/extracted examples/data/extracted
+	rm -rf $(VENV) .uv .venv-newest .dagster .tmp_dagster_home_* data/extracted examples/data/extracted
