@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from croniter import croniter
 
 from .extractors.registry import EXTRACTORS, get_extractor_class
 from .located_yaml import KeyPath, YamlLocations, load_located_yaml
@@ -338,22 +339,33 @@ def _dataset_settings(entry: dict, where: KeyPath, problems: _Problems) -> dict:
 
 
 def _owners(value: Any, where: KeyPath, problems: _Problems) -> tuple[str, ...]:
-    """Checked with Dagster's own rule here, so a bad owner is a located config error, not a load crash."""
+    """Checked here with Dagster's rule for owners (docs/decisions.md, "Catalog checks without
+    Dagster"), so a bad owner is a located config error, not a load crash."""
     if value is None:
         return ()
-    from dagster._core.definitions.utils import is_valid_owner  # imported only when owners are set
-
-    if not isinstance(value, list) or not all(isinstance(v, str) and is_valid_owner(v) for v in value):
+    if not isinstance(value, list) or not all(isinstance(v, str) and _is_valid_owner(v) for v in value):
         problems.add(where + ("owners",), "expected a list of owners, each an e-mail address or 'team:<name>', "
                                           f"got {value!r}")
         return ()
     return tuple(value)
 
 
-def _is_valid_cron(value: Any) -> bool:
-    """Dagster's own check, so a schedule the catalog accepts is one Dagster will build."""
-    if not isinstance(value, str) or len(value.split()) != 5:
-        return False
-    from dagster._utils.schedules import is_valid_cron_string  # imported only when a schedule is set
+_EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Z|a-z]{2,7}\b")
 
-    return is_valid_cron_string(value)
+
+def _is_valid_owner(owner: str) -> bool:
+    """An e-mail address or `team:<name>`: the rule Dagster applies to asset owners."""
+    return bool(_EMAIL.fullmatch(owner)) or (owner.startswith("team:") and len(owner) > 5)
+
+
+def _is_valid_cron(value: Any) -> bool:
+    """A cron string Dagster will build a schedule from: croniter (the parser Dagster vendors)
+    accepts it, it expands to the 5 fields of minute resolution, and it is no 30th or 31st of
+    February. The core imports no Dagster (docs/architecture.md); a test holds this rule to
+    Dagster's own check."""
+    if not isinstance(value, str) or len(value.split()) != 5 or not croniter.is_valid(value):
+        return False
+    fields = croniter.expand(value)[0]
+    if len(fields) != 5:
+        return False
+    return not (fields[3] == [2] and len(fields[2]) == 1 and fields[2][0] in (30, 31))

@@ -118,3 +118,44 @@ def test_every_row_names_a_real_module() -> None:
             if name == "extractors.<format>":
                 continue
             assert name in real or any(r.startswith(name + ".") for r in real), f"{name} is not a module"
+
+
+def imports_dagster(path: Path) -> list[str]:
+    """Every import of `dagster` or a `dagster_*` package in `path`, top level or lazy."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        found += [f"{n} (line {node.lineno})" for n in names if n.split(".")[0].startswith("dagster")]
+    return found
+
+
+def core_modules() -> list[Path]:
+    """Modules whose row does not allow `dagster`: the core, which plain-Python callers import."""
+    rows = table_rows()
+
+    def rule(path: Path) -> str:
+        try:
+            return rows[row_of(module_name(path), rows)][1]
+        except AssertionError:
+            return ""  # a package's docstring-only __init__ (extractors/): core, and held to it
+
+    return [p for p in package_modules() if "`dagster`" not in rule(p)]
+
+
+@pytest.mark.parametrize("path", core_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_core_imports_no_dagster(path: Path) -> None:
+    found = imports_dagster(path)
+    assert not found, f"{module_name(path)} is a core module (docs/architecture.md) but imports {found}"
+
+
+def test_the_dagster_rule_covers_the_core_and_can_fail(tmp_path: Path) -> None:
+    names = {module_name(p) for p in core_modules()}
+    assert {"catalog", "pipeline", "store", "extractors.macocu"} <= names
+    assert "assets" not in names and "user_errors" not in names
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from dagster._utils.schedules import is_valid_cron_string\n")
+    assert imports_dagster(probe) == ["dagster._utils.schedules (line 2)"]
