@@ -3,13 +3,17 @@ the checks, the metadata and downstream assets.
 
 `manifest.json` lives in the version folder beside the files it describes; its keys, their order
 and their values are the published format and must stay exactly as they are. A manifest written
-before `lengths` existed reads with `lengths=None`, so that version stays published as it is.
+before a field existed reads with that field's default (json_record): `lengths=None`, so that
+version stays published as it is.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
+from .json_record import record_from_json
 from .length_stats import LengthStats
 
 
@@ -38,7 +42,7 @@ class Manifest:
     published_at: str  # UTC, "%Y-%m-%dT%H:%M:%SZ"
     # characters and tokens per document, merged from the parts' histograms; None (`null`) when a
     # part was written before `lengths` existed, since a sum of the other parts would look complete
-    lengths: LengthStats | None
+    lengths: LengthStats | None = None
 
     def to_json(self) -> bytes:
         return orjson.dumps(self, option=orjson.OPT_INDENT_2)  # fields in declaration order
@@ -46,14 +50,14 @@ class Manifest:
     @classmethod
     def from_json(cls, data: bytes) -> "Manifest":
         """Raises ValueError (bad JSON), KeyError or TypeError (not a manifest) on a file it cannot read."""
-        d = orjson.loads(data)
-        return cls(
-            format=d["format"], dataset=d["dataset"], recipe=d["recipe"],
-            shards=tuple((key, fingerprint) for key, fingerprint in d["shards"]), files=d["files"],
-            docs=d["docs"], annotated_docs=d["annotated_docs"], tokens=d["tokens"], sentences=d["sentences"],
-            text_bytes=d["text_bytes"], sidecar_bytes=d["sidecar_bytes"], has_sidecar=d["has_sidecar"],
-            sidecar_lines=d["sidecar_lines"], drops=d["drops"], discovery_warnings=tuple(d["discovery_warnings"]),
-            repairs=d["repairs"], duplicate_uids=d["duplicate_uids"],
-            duplicate_examples=tuple(d["duplicate_examples"]), published_at=d["published_at"],
-            lengths=LengthStats.from_json_or_none(d.get("lengths")),
-        )
+        return record_from_json(cls, orjson.loads(data), _CONVERT)
+
+
+def _shard_pairs(pairs: list) -> tuple[tuple[str, str], ...]:
+    return tuple((key, fingerprint) for key, fingerprint in pairs)
+
+
+_CONVERT: dict[str, Callable[[Any], Any]] = {
+    "shards": _shard_pairs, "discovery_warnings": tuple, "duplicate_examples": tuple,
+    "lengths": LengthStats.from_json_or_none,
+}

@@ -3,15 +3,18 @@ and the Dagster layer.
 
 The JSON is the file format under `.slm4ie/<key>/parts/<id>.meta.json`: its keys, their order and
 their values must stay exactly as they are, or every existing part stops being current. A meta
-written before `lengths` existed reads with `lengths=None` and its part stays current: upgrading must
-not re-extract a corpus for a metadata table. A new part always has lengths.
+written before a field existed reads with that field's default (json_record): `lengths=None`, and
+the part stays current, since upgrading must not re-extract a corpus for a metadata table. So a new
+field is one line here, with a default. A new part always has lengths.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
+from .json_record import record_from_json
 from .length_stats import LengthStats
 
 
@@ -37,7 +40,7 @@ class PartMeta:
     seconds: float
     # characters and tokens per document, for the published distributions; None only when read from
     # a meta written before `lengths` existed (no key), never when a part is written
-    lengths: LengthStats | None
+    lengths: LengthStats | None = None
 
     def to_json(self) -> bytes:
         return orjson.dumps(self)  # a dataclass serializes its fields in declaration order
@@ -45,15 +48,12 @@ class PartMeta:
     @classmethod
     def from_json(cls, data: bytes) -> "PartMeta":
         """Raises ValueError (bad JSON), KeyError or TypeError (not a part meta) on a file it cannot read."""
-        d = orjson.loads(data)
-        return cls(
-            format=d["format"], shard=d["shard"], files=tuple(d["files"]), fingerprint=d["fingerprint"],
-            recipe=d["recipe"], docs=d["docs"], annotated_docs=d["annotated_docs"], tokens=d["tokens"],
-            sentences=d["sentences"], text_bytes=d["text_bytes"], input_bytes=d["input_bytes"],
-            has_annotations=d["has_annotations"], drops=d["drops"], warnings=tuple(d["warnings"]),
-            repairs=d["repairs"], seconds=d["seconds"], lengths=LengthStats.from_json_or_none(d.get("lengths")),
-        )
+        return record_from_json(cls, orjson.loads(data), _CONVERT)
 
+
+_CONVERT: dict[str, Callable[[Any], Any]] = {
+    "files": tuple, "warnings": tuple, "lengths": LengthStats.from_json_or_none,
+}
 
 def add_counts(total: dict[str, int], counts: dict[str, int]) -> None:
     """Add `counts` into `total`; new keys are appended, so the order of first appearance is kept."""

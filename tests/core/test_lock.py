@@ -48,7 +48,8 @@ def test_the_lock_agrees_with_pyproject():
     assert res.returncode == 0, f"pyproject.toml and uv.lock disagree; run `make lock`:\n{res.stderr[-2000:]}"
 
 
-@pytest.mark.skipif(os.environ.get("SLM4IE_UNLOCKED") == "1", reason="a venv deliberately off the lock (make test-newest)")
+@pytest.mark.skipif(os.environ.get("SLM4IE_UNLOCKED") == "1",
+                    reason="a venv deliberately off the lock (make test-newest)")
 def test_this_venv_holds_the_locked_versions():
     locked = locked_versions()
     installed = {normal(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
