@@ -223,3 +223,24 @@ def test_utf16_file_keeps_the_documents_before_the_error(tmp_path):
                                  "zbe.xml": text.encode("utf-16-be").join([b"\xfe\xff", b""])})
     assert r.ids == ["k0", "k1", "k2"] * 2
     assert r.drops == {"xml_syntax_error": 2}
+
+
+@pytest.mark.parametrize("extractor", ["macocu", "tei"])
+def test_undeclared_entity_without_a_dtd_ends_the_parse_at_it(tmp_path, extractor):
+    """libxml2 stops at a reference to an undeclared entity in a file without a DTD, while lxml's
+    feed does not raise and starts a new document with the next feed: the fatal error in the log
+    ends the parse there (xml.events), so nothing after it is read, in whichever chunk it lies,
+    and the drop names it and its line."""
+    if extractor == "macocu":
+        data = "<corpus>\n" + "".join(f'<doc id="k{i}"><p>odstavek {i}</p></doc>\n' for i in range(4000)) + \
+            "</corpus>\n"
+    else:
+        data = TEI_HEAD + "".join(f'<p xml:id="k{i}">odstavek {i}</p>\n' for i in range(4000)) + TEI_TAIL
+    assert len(data) > 2 * CHUNK
+    for at in (5, 3000):  # in the first chunk, and past it
+        moved = data.replace(f">odstavek {at}<", f">a &nedefiniran; {at}<")
+        r = run(tmp_path, extractor, {"f.xml": moved}, key=f"{extractor}_{at}")
+        assert r.ids == [f"k{i}" for i in range(at)]
+        [warning] = warnings_of(r)
+        line = moved[: moved.index("&nedefiniran;")].count("\n") + 1
+        assert warning.startswith(f"{extractor}_{at}/f.xml:{line}: Entity 'nedefiniran' not defined; kept the {at} document(s)")
