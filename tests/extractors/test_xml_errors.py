@@ -243,4 +243,5 @@ def test_undeclared_entity_without_a_dtd_ends_the_parse_at_it(tmp_path, extracto
         assert r.ids == [f"k{i}" for i in range(at)]
         [warning] = warnings_of(r)
         line = moved[: moved.index("&nedefiniran;")].count("\n") + 1
-        assert warning.startswith(f"{extractor}_{at}/f.xml:{line}: Entity 'nedefiniran' not defined; kept the {at} document(s)")
+        where = f"{extractor}_{at}/f.xml:{line}"
+        assert warning.startswith(f"{where}: Entity 'nedefiniran' not defined; kept the {at} document(s)")
