@@ -21,8 +21,8 @@ from .range_source import RangeSource
 LOG_CAP = 100  # libxml2 keeps this many warnings (and, apart, errors) per parse
 _WARNING = etree.ErrorLevels.WARNING
 _ERROR = etree.ErrorLevels.ERROR
-# fed as lxml's iterparse fed it when this read with iterparse: the log where `_prefix_log` stops
-# early is the log after a whole chunk, so it stays the same
+# 32 KiB feeds, as lxml's iterparse (which read this before xml.events) made them: where `_prefix_log`
+# stops early it returns the log after a whole feed, which the same feeds keep the same
 _ITERPARSE_CHUNK = 1 << 15
 
 
