@@ -9,14 +9,17 @@ and every TEI route (plain paragraphs, plain utterances, annotated utterances, a
 with errors in the first chunk the parser is fed, past it, and on the boundary between two chunks.
 """
 
+import io
 from pathlib import Path
 
 import pytest
+from lxml import etree
 
 from extractors.test_split_formats import assert_same
 from extractors.test_split_formats import extract as extract_split
 from extractors.test_split_macocu import check_counted_equals_extracted, ids_of
-from slm4ie_assets.extractors.xml.events import CHUNK
+from slm4ie_assets.extractors.xml.events import CHUNK, FeedEvents, next_careful
+from slm4ie_assets.extractors.xml.parser import parser_options
 from support.extraction import Result, extract_raw
 
 NS = 'xmlns="http://www.tei-c.org/ns/1.0"'
@@ -245,3 +248,42 @@ def test_undeclared_entity_without_a_dtd_ends_the_parse_at_it(tmp_path, extracto
         line = moved[: moved.index("&nedefiniran;")].count("\n") + 1
         where = f"{extractor}_{at}/f.xml:{line}"
         assert warning.startswith(f"{where}: Entity 'nedefiniran' not defined; kept the {at} document(s)")
+
+
+# ----------------------------------------------------------------------------- the event source itself
+
+
+def ids_until_error(data: bytes, chunk: int, tag: str, careful=None) -> tuple[list, object]:
+    """The ids of the `end` events of `tag` one parse reads, fed `chunk` bytes at a time, and the
+    span it leaves unread (None: nothing)."""
+    events = FeedEvents(careful, chunk, events=("end",), tag=tag, **parser_options(False, collect_ids=True))
+    ids: list = []
+    try:
+        for batch in events.batches(io.BytesIO(data)):
+            ids += [el.get("id") or el.get("{http://www.w3.org/XML/1998/namespace}id") for _, el in batch]
+    except etree.ParseError:
+        return ids, events.unread
+    return ids, None
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("brk", sorted(BREAKS))
+def test_every_chunk_size_reads_exactly_what_closed_before_the_error(brk, encoding):
+    """Fed in chunks of every size from 1 byte to the whole file, then (as xml.retry does) again
+    with the chunk that raised careful: the documents read are always those closed before the
+    error, none cut off by it."""
+    data = macocu_broken(6, 3, brk)
+    if encoding != "utf-8":
+        if brk == "invalid_bytes":
+            return  # invalid UTF-8 bytes are not what makes UTF-16 invalid
+        bom = "\ufeff".encode(encoding)
+        data = bom + data.decode("utf-8").encode(encoding)
+    for chunk in range(1, len(data) + 1):
+        careful = None
+        while True:
+            ids, unread = ids_until_error(data, chunk, "doc", careful)
+            again = next_careful(unread, careful)
+            if again is None:
+                break
+            careful = again
+        assert ids == ["k0", "k1", "k2"], (chunk, careful)
