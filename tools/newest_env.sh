@@ -25,8 +25,10 @@ if [[ $mode == xml ]]; then
     "$uv" pip install --quiet --python "$py" --no-deps -e .
 else
     "$uv" pip install --quiet --python "$py" -e '.[test,postgres,ui-test]'
-    cp tools/slm4ie_dagster_module.pth "$("$py" -c 'import site; print(site.getsitepackages()[0])')/"
 fi
+# `dagster asset materialize` finds the code location through this start-up line (Makefile, venv); the
+# hostile-input tests run the literal CLI in both modes
+cp tools/slm4ie_dagster_module.pth "$("$py" -c 'import site; print(site.getsitepackages()[0])')/"
 locked="$(grep -A1 '^name = "lxml"$' uv.lock | sed -n 's/^version = "\(.*\)"/\1/p')"
 echo "newest_env ($mode): lxml $("$py" -c 'import lxml.etree as e; print(".".join(map(str, e.LXML_VERSION[:3])), "libxml2", ".".join(map(str, e.LIBXML_VERSION)))') (locked: $locked)"
 if [[ $mode == xml ]]; then

@@ -1,7 +1,8 @@
 """macocu: the MaCoCu monolingual XML, `<doc>` elements of `<p>` paragraphs, streamed.
 
 ADDENDUM 4.6 with DECISIONS D6/S3 (a parse error or bad bytes keep the documents closed before
-it and skip the rest of the file, counted) and D13 (a nested `<doc>` or `<p>` belongs to the
+it and skip the rest of the file, counted; what closed before it is read as xml.events says, the
+same under every lxml release) and D13 (a nested `<doc>` or `<p>` belongs to the
 outermost one, so no text is emitted twice). Memory stays bounded by one `<doc>`: each finished
 element is cleared and detached from the tree together with everything before it. Parser limits
 and errors are shared with tei (xml.retry): a file over libxml2's default limits (text nodes of
@@ -28,6 +29,7 @@ from .reading import read_raw
 from .xml.doc_cuts import plan_doc_cuts
 from .xml.doc_log import combined_log
 from .xml.doc_ranges import extract_doc_range
+from .xml.events import FeedEvents, Span
 from .xml.parser import parser_options
 from .xml.retry import extract_with_retry
 from .xml.text import TextCollector, report_unexpanded
@@ -115,7 +117,7 @@ class MacocuPass:
     def __init__(self, drop, earlier: list | None = None, ends_file: bool = True):
         self.drop = drop  # drop(reason, message, line=None)
         self.ends_file = ends_file  # the per-file `undefined_entity` count is reported at the file's end
-        self.events: etree.iterparse | None = None
+        self.events: FeedEvents | None = None
         # a range of a split file: libxml2's log of the file before the range (xml.doc_ranges)
         self.earlier = earlier or []
 
@@ -124,32 +126,45 @@ class MacocuPass:
         own = self.events.error_log if self.events is not None else None
         return combined_log(self.earlier, own) if self.earlier else own
 
+    @property
+    def unread(self) -> Span | None:
+        return self.events.unread if self.events is not None else None
+
     def in_progress(self) -> str | None:
         return None
 
-    def run(self, fh, huge: bool) -> Iterator[Document]:
-        self.events = events = etree.iterparse(fh, events=("end",), tag=_DOC, remove_comments=True, remove_pis=True,
-                                               **parser_options(huge))
+    def run(self, fh, huge: bool, careful: Span | None = None) -> Iterator[Document]:
+        # ids collected as lxml's iterparse, which macocu read with before, always did (xml.parser)
+        self.events = events = FeedEvents(careful, events=("end",), tag=_DOC, remove_comments=True, remove_pis=True,
+                                          **parser_options(huge, collect_ids=True))
         collector = None
-        for _, elem in events:
-            if _is_nested(elem):
-                continue
-            if collector is None:  # the DOCTYPE is complete before the first element
-                collector = TextCollector(verbatim=_Undeclared(elem))
-            attrib = elem.attrib
-            doc_id = attrib.get("id")
-            text = doc_text(elem, collector)
-            if collector.unexpanded:
-                report_unexpanded(collector.unexpanded, self.drop, f"<doc id={doc_id!r}>")
-            if not text:
-                self.drop("empty_text", f"<doc id={doc_id!r}> has no paragraph text; skipped", elem.sourceline)
+        for batch in events.batches(fh):
+            for _, elem in batch:
+                if _is_nested(elem):
+                    continue
+                if collector is None:  # the DOCTYPE is complete before the first element
+                    collector = TextCollector(verbatim=_Undeclared(elem))
+                doc = self._document(elem, collector)
                 _release(elem)
-                continue
-            doc = Document(text, doc_id, doc_metadata(attrib))
-            _release(elem)
-            yield doc
+                if doc is not None:
+                    yield doc
         if not self.ends_file:
             return
+        self._count_undefined()
+
+    def _document(self, elem, collector: TextCollector) -> Document | None:
+        """The Document of a closed top-level `<doc>`; None (counted) when it has no text."""
+        attrib = elem.attrib
+        doc_id = attrib.get("id")
+        text = doc_text(elem, collector)
+        if collector.unexpanded:
+            report_unexpanded(collector.unexpanded, self.drop, f"<doc id={doc_id!r}>")
+        if not text:
+            self.drop("empty_text", f"<doc id={doc_id!r}> has no paragraph text; skipped", elem.sourceline)
+            return None
+        return Document(text, doc_id, doc_metadata(attrib))
+
+    def _count_undefined(self) -> None:
         undefined = [e for e in self.error_log if e.type in _UNDEFINED_ENTITY]
         if undefined:
             first = undefined[0]

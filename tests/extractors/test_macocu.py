@@ -214,7 +214,8 @@ def test_entity_amplification_is_refused_and_never_retried(tmp_path, monkeypatch
     r = extract(tmp_path, {"a.xml": corpus('<doc id="k1"><p>a</p></doc>', '<doc id="k2"><p>&l9;</p></doc>',
                                            head=f"<!DOCTYPE corpus [{lol}]>\n")})
     assert r.ids == ["k1"] and r.drops == {"xml_syntax_error": 1} and "amplification" in r.warnings[0]
-    assert len(calls) == 1 and not real(*calls[0])
+    # asked once per parse (the chunk with the error is read once more, carefully), never a limit
+    assert calls and not any(real(*c) for c in calls)
 
 
 def test_empty_file_gives_a_warning_and_no_documents(tmp_path):

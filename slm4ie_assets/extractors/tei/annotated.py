@@ -16,6 +16,7 @@ exactly what the utterance path drops. So one pass serves both without knowing i
 from collections.abc import Iterator
 
 from ...schema import Annotations, Document
+from ..xml.events import Span
 from ..xml.names import BLOCKS, CHOICE, PC, XML_ID, S, U, W
 from ..xml.text import choose_reading, report_unexpanded
 from .streaming import TeiPass, text_is_blank
@@ -53,11 +54,11 @@ class AnnotatedPass(TeiPass):
         self.u_meta: dict = {}
         self.u_line = None
 
-    def run(self, fh, huge: bool) -> Iterator[Document]:
+    def run(self, fh, huge: bool, careful: Span | None = None) -> Iterator[Document]:
         s_depth = u_depth = 0
         choices = s_choices = 0  # <choice> starts seen, in all and when the current <s> started
         choice_depth = 0  # open <choice> elements outside any <s>: their sentences wait for the choice's end
-        for events in self.event_batches(fh, huge):
+        for events in self.event_batches(fh, huge, careful):
             for event, el in events:
                 tag = el.tag
                 if tag == S:

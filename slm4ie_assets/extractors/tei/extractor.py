@@ -8,7 +8,9 @@ the same code (D12), and memory is bounded by the largest document, not by the f
 
 Errors (D6, S3): a parse error or bytes invalid for the declared encoding keep the documents
 closed before it, drop the one in progress (a per-file document whole) and skip the rest of the
-file, with one drop naming the file and line. An unreadable file is skipped and counted.
+file, with one drop naming the file and line. Only events lxml reports after a feed that did not
+raise are used (xml.events), so what an error keeps is the same under every lxml release. An
+unreadable file is skipped and counted.
 
 Parser limits (xml.retry, shared with macocu): libxml2's defaults (text nodes up to 10 MB, nesting
 up to 256) apply first. A file that hits one is parsed again with huge_tree (text nodes up to 1 GB,

@@ -13,6 +13,7 @@
 from collections.abc import Iterator
 
 from ...schema import Document
+from ..xml.events import Span
 from ..xml.names import BLOCKS, BODY, CHOICE, NOTE, SEG, XML_ID, P, U
 from ..xml.text import TextCollector, choose_reading, report_unexpanded
 from .annotated import local_name, utterance_metadata
@@ -39,10 +40,10 @@ class PlainPass(_EntityCounting):
         self.collector = TextCollector()
         self.open_p = None
 
-    def run(self, fh, huge: bool) -> Iterator[Document]:
+    def run(self, fh, huge: bool, careful: Span | None = None) -> Iterator[Document]:
         text_of = self.collector.text
         bodies = p_depth = 0
-        for events in self.event_batches(fh, huge):
+        for events in self.event_batches(fh, huge, careful):
             for event, el in events:
                 tag = el.tag
                 if tag == P and (bodies or p_depth):
@@ -88,9 +89,9 @@ class PlainUtterancePass(_EntityCounting):
         self.collector = TextCollector(skip=frozenset({NOTE}))
         self.open_u: tuple[str | None, int | None, dict] | None = None  # (xml:id, line, metadata)
 
-    def run(self, fh, huge: bool) -> Iterator[Document]:
+    def run(self, fh, huge: bool, careful: Span | None = None) -> Iterator[Document]:
         bodies = u_depth = 0
-        for events in self.event_batches(fh, huge):
+        for events in self.event_batches(fh, huge, careful):
             for event, el in events:
                 tag = el.tag
                 if tag == U:

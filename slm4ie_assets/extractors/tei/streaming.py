@@ -1,10 +1,11 @@
 """What the three TEI extracting passes share: the event stream and freeing the tree behind it.
 
 A pass is one streaming lxml parse over the file (D12: the same code at every size): start and end
-events of the elements it asks for, from lxml's feed parser (XMLPullParser, the engine under
-iterparse, used directly because it passes every parser option through). Whatever has been
-handled is cleared and detached together with everything before it, so the tree in memory never
-holds more than the document in progress, the path down to it and one read-ahead chunk.
+events of the elements it asks for, from the feed parser every XML reader shares (xml.events: only
+events read after a feed that did not raise are used, so a parse error keeps exactly what closed
+before it, S3). Whatever has been handled is cleared and detached together with everything before
+it, so the tree in memory never holds more than the document in progress, the path down to it and
+one read-ahead chunk.
 """
 
 from collections.abc import Callable, Iterator
@@ -12,16 +13,18 @@ from collections.abc import Callable, Iterator
 from lxml import etree
 
 from ...schema import Document
+from ..xml.events import CHUNK, FeedEvents, Span
 from ..xml.names import BODY
 from ..xml.parser import parser_options
 
 Drop = Callable[..., None]  # drop(reason, message, line=None)
-CHUNK = 1 << 16  # bytes fed to the parser at a time: the read-ahead a pass holds in its tree
+__all__ = ["CHUNK", "Drop", "TeiPass", "text_is_blank"]
 
 
 class TeiPass:
-    """Base class: `run(fh, huge)` yields the Documents of one open file; `in_progress()` names
-    what a parse error cuts off."""
+    """Base class: `run(fh, huge, careful)` yields the Documents of one open file; `in_progress()`
+    names what a parse error cuts off; after a ParseError, `unread` is what xml.retry parses again
+    carefully (xml.events)."""
 
     tags: tuple = ()
 
@@ -31,33 +34,28 @@ class TeiPass:
         self.stem = stem
         self._swept: etree._Element | None = None  # the element whose ancestors release() swept last
         self.root: etree._Element | None = None  # the document element, once known
-        self.parser: etree.XMLPullParser | None = None
+        self.events: FeedEvents | None = None
 
-    def event_batches(self, fh, huge: bool):
-        """Iterators of (event, element), one per chunk read. On a parse error the events before
-        it are delivered first (S3: what closed before the error is kept), then the error raises."""
-        self.parser = parser = etree.XMLPullParser(events=("start", "end"), tag=self.tags, **parser_options(huge))
-        read = fh.read
-        try:
-            while True:
-                data = read(CHUNK)
-                if not data:
-                    self.root = parser.close()
-                    yield parser.read_events()
-                    return
-                parser.feed(data)
-                yield parser.read_events()
-        except etree.ParseError:
-            yield parser.read_events()
-            raise
+    def event_batches(self, fh, huge: bool, careful: Span | None = None):
+        """Iterators of (event, element), one per clean feed (xml.events); a ParseError raises
+        without any event read after it."""
+        self.events = events = FeedEvents(careful, events=("start", "end"), tag=self.tags, **parser_options(huge))
+        for batch in events.batches(fh):
+            if events.root is not None:
+                self.root = events.root
+            yield batch
 
-    def run(self, fh, huge: bool) -> Iterator[Document]:
+    def run(self, fh, huge: bool, careful: Span | None = None) -> Iterator[Document]:
         raise NotImplementedError  # pragma: no cover - abstract
 
     @property
     def error_log(self):
         """This parse's own error log (xml.retry reads the cause of a ParseError from it)."""
-        return self.parser.feed_error_log if self.parser is not None else None
+        return self.events.error_log if self.events is not None else None
+
+    @property
+    def unread(self) -> Span | None:
+        return self.events.unread if self.events is not None else None
 
     def in_progress(self) -> str | None:
         """What an error at this point drops, for the warning; None when nothing is open."""

@@ -26,6 +26,7 @@ from typing import BinaryIO
 from lxml import etree
 
 from ..cuts import WINDOW, walk_nominal_cuts, windows
+from .events import FeedEvents
 from .parser import parser_options
 
 HEAD_LIMIT = 1 << 20  # the prolog must end in the file's first MiB
@@ -74,25 +75,36 @@ def read_prolog(fh: BinaryIO) -> Prolog | None:
 def _root_close(data: bytes) -> bytes | None:
     """The end tag of the root `data` opens, when `data` + that tag parses cleanly (no error, no
     warning, the root the only element left open by `data`) and holds no `<doc>` (it is parsed
-    again before every range: a document in it would be emitted again). Parsed by iterparse with
-    the extraction's options, as the ranges are (lxml's feed parsers would try to load the DTD)."""
-    starts = etree.iterparse(io.BytesIO(data), events=("start",), **parser_options(False))
-    try:
-        _, root = next(starts)
-    except (StopIteration, etree.ParseError):
+    again before every range: a document in it would be emitted again). Parsed with the
+    extraction's options and event source (xml.events; ids collected, so no DTD is read, as
+    macocu's parse does)."""
+    options = dict(parser_options(False, collect_ids=True), remove_comments=True, remove_pis=True)
+    root = _first_event(data, dict(options, events=("start",)))
+    if root is None:
         return None
     name = etree.QName(root).localname
     close = f"</{root.prefix}:{name}>" if root.prefix else f"</{name}>"
     if not close.isascii() or name == _DOC and not root.prefix:
         return None  # the bytes of a non-ASCII root name depend on the encoding
-    check = etree.iterparse(io.BytesIO(data + close.encode("ascii")), events=("end",), tag=_DOC,
-                            remove_comments=True, remove_pis=True, **parser_options(False))
+    check = FeedEvents(None, events=("end",), tag=_DOC, **options)
     try:
-        if next(check, None) is not None:
-            return None
+        for batch in check.batches(io.BytesIO(data + close.encode("ascii"))):
+            if next(iter(batch), None) is not None:
+                return None
     except etree.ParseError:
         return None
     return None if len(check.error_log) else close.encode("ascii")
+
+
+def _first_event(data: bytes, options: dict):
+    """The element of the first event of `data`'s parse, read after a feed that did not raise."""
+    try:
+        for batch in FeedEvents(None, **options).batches(io.BytesIO(data)):
+            for _, elem in batch:
+                return elem
+    except etree.ParseError:
+        return None
+    return None
 
 
 def plan_doc_cuts(path: Path, size: int, split_bytes: int) -> tuple[int, ...]:

@@ -14,12 +14,16 @@ from lxml import etree
 
 from .doc_cuts import Prolog
 from .errors import first_error, is_resource_limit
+from .events import FeedEvents
 from .parser import parser_options
 from .range_source import RangeSource
 
 LOG_CAP = 100  # libxml2 keeps this many warnings (and, apart, errors) per parse
 _WARNING = etree.ErrorLevels.WARNING
 _ERROR = etree.ErrorLevels.ERROR
+# 32 KiB feeds, as lxml's iterparse (which read this before xml.events) made them: where `_prefix_log`
+# stops early it returns the log after a whole feed, which the same feeds keep the same
+_ITERPARSE_CHUNK = 1 << 15
 
 
 def combined_log(earlier: list, own) -> list:
@@ -48,22 +52,30 @@ def earlier_log(fh: BinaryIO, prolog: Prolog, start: int) -> tuple[list, bool]:
 
 def _prefix_log(fh: BinaryIO, prolog: Prolog, start: int, huge: bool) -> tuple[list, bool]:
     """(log, stopped at a limit huge_tree lifts). It stops early once it holds 100 warnings and an
-    error: nothing later can matter (a limit hit after an error is no retry but a stop)."""
-    events = etree.iterparse(RangeSource(fh, b"", 0, 0, start, prolog.close), events=("end",), tag="doc",
-                             remove_comments=True, remove_pis=True, **parser_options(huge))
-    seen = 0
+    error: nothing later can matter (a limit hit after an error is no retry but a stop). Only the
+    log after a feed that did not raise is looked at early (xml.events); a raising feed decides by
+    its log's first error, as the extracting pass does."""
+    events = FeedEvents(None, _ITERPARSE_CHUNK, events=("end",), tag="doc", remove_comments=True, remove_pis=True,
+                        **parser_options(huge, collect_ids=True))
     try:
-        for _, elem in events:
-            elem.clear(keep_tail=False)
-            parent = elem.getparent()
-            while parent is not None and elem.getprevious() is not None:
-                del parent[0]  # the tree stays one document small
-            log = events.error_log
-            if len(log) > LOG_CAP and len(log) != seen:
-                seen = len(log)
-                if sum(1 for e in log if e.level == _WARNING) >= LOG_CAP and any(e.level >= _ERROR for e in log):
-                    break
+        for batch in events.batches(RangeSource(fh, b"", 0, 0, start, prolog.close)):
+            if _release_checking(batch, events.error_log):
+                break
     except etree.ParseError as exc:
         code, message = first_error(events.error_log, exc)[1:]
         return list(events.error_log), not huge and is_resource_limit(code, message)
     return list(events.error_log), False
+
+
+def _release_checking(batch, log) -> bool:
+    """Free each `<doc>` of `batch`; True at the first once `log` holds 100 warnings and an error."""
+    full = len(log) > LOG_CAP and sum(1 for e in log if e.level == _WARNING) >= LOG_CAP and \
+        any(e.level >= _ERROR for e in log)
+    for _, elem in batch:
+        elem.clear(keep_tail=False)
+        parent = elem.getparent()
+        while parent is not None and elem.getprevious() is not None:
+            del parent[0]  # the tree stays one document small
+        if full:
+            return True
+    return False

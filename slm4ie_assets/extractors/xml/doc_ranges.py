@@ -14,6 +14,10 @@ again to the end of the file without the end tag, skipping what it already deliv
 one pass would (S3: the documents before a parse error kept, the rest of the file skipped), and the
 ranges after it emit nothing.
 
+A parse error in a chunk fed whole is read once more with that chunk careful (xml.events), in the
+same run as reading on to the end of the file where that applies; the drop and the documents kept
+come from the careful parse, so they never depend on what lxml delivers with the error.
+
 huge_tree (xml.retry): one pass switches to it at the file's first limit hit and keeps it. A range
 starts with it when an earlier one switched; without a limit hit both modes read the same. What
 later ranges need travels in `RangeCounts.tally` as a `RangeState`; a count-only pass, which knows
@@ -32,6 +36,7 @@ from ..base import ExtractContext, InputFile
 from .doc_cuts import Prolog, read_prolog
 from .doc_log import combined_log, earlier_log
 from .errors import first_error, is_resource_limit, reason_for
+from .events import Span, next_careful
 from .range_source import RangeSource
 from .retry import DropGate, _read_failed, stop_message
 
@@ -60,10 +65,13 @@ class RangePass(Protocol):
     """A streaming pass (xml.retry.StreamingPass) whose `error_log` puts the file's log before the
     range first."""
 
-    def run(self, fh, huge: bool) -> Iterator[Document]: ...
+    def run(self, fh, huge: bool, careful: Span | None = None) -> Iterator[Document]: ...
 
     @property
     def error_log(self): ...
+
+    @property
+    def unread(self) -> Span | None: ...
 
     def in_progress(self) -> str | None: ...
 
@@ -113,6 +121,7 @@ class _RangeRun:
         self.switched = False  # this range turned huge_tree on
         self.earlier: list | None = None  # the file's log before the range, once needed
         self.delivered = 0
+        self.careful: Span | None = None  # of the range's source (xml.events)
 
     def documents(self) -> Iterator[Document]:
         try:
@@ -131,14 +140,14 @@ class _RangeRun:
             extraction = self.make_pass(gate, self.earlier or [], self.to_end)
             produced = 0
             try:
-                for doc in extraction.run(self._source(prolog), self.huge):
+                for doc in extraction.run(self._source(prolog), self.huge, self.careful):
                     produced += 1
                     if produced > self.delivered:
                         self.delivered = produced
                         yield doc
             except etree.ParseError as exc:
                 if self._retry(extraction, exc, prolog):
-                    dropped = gate.seen
+                    dropped = max(dropped, gate.seen)  # a parse may stop before the drops of an earlier one
                     continue
                 return
             except OSError as exc:
@@ -147,15 +156,22 @@ class _RangeRun:
             return
 
     def _retry(self, extraction: RangePass, exc: etree.ParseError, prolog: Prolog) -> bool:
-        """What a parse error does: a huge_tree retry, reading on to the end of the file, or the
-        stop of the file (reported by the pass that read to its end, S3)."""
+        """What a parse error does: a huge_tree retry, reading on to the end of the file (and the
+        chunk with the error carefully), reading that chunk carefully, or the stop of the file
+        (reported by the pass that read to its end, S3)."""
         log, went_huge = self._decision_log(extraction, exc, prolog)
         line, code, message = first_error(log, exc)
         if not self.huge and (went_huge or is_resource_limit(code, message)):
             self.huge = self.switched = True
+            self.careful = None
             return True
+        again = next_careful(extraction.unread, self.careful)
+        if again is not None:
+            self.careful = again  # the same bytes come first when reading on: the span stays valid
         if not self.to_end and not self.ctx.counting:
             self.to_end = True  # read on as one pass would
+            return True
+        if again is not None:
             return True
         if self.to_end:
             shifted = line - self.ctx.before.lines if isinstance(line, int) else line

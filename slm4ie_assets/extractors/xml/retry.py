@@ -7,7 +7,11 @@ after the documents and drops already delivered, so the output does not depend o
 Entity amplification (billion laughs) is refused either way (errors.is_resource_limit).
 
 A parse error or bytes invalid for the declared encoding keep the documents closed before it, drop
-the one in progress and skip the rest of the file, with one drop naming the file and line.
+the one in progress and skip the rest of the file, with one drop naming the file and line. What
+"closed before it" means never depends on what lxml hands over with the error (xml.events): when a
+whole chunk's feed raised, the file is parsed once more, that chunk carefully, resuming after the
+documents and drops already delivered as the huge_tree retry does, and the drop comes from that
+parse. So a broken file's bytes up to the error are parsed twice; a sound file's once.
 """
 
 from collections.abc import Callable, Iterator
@@ -18,17 +22,22 @@ from lxml import etree
 from ...schema import Document
 from ..base import ExtractContext, InputFile
 from .errors import first_error, is_resource_limit, reason_for
+from .events import Span, next_careful
 
 
 class StreamingPass(Protocol):
-    """One parse of one file. `run` yields its Documents; after a ParseError, `error_log` is that
-    parse's own log (never lxml's thread-global one) and `in_progress()` names what the error cut
-    off (None: nothing open)."""
+    """One parse of one file (xml.events), reading the span `careful` in small pieces. `run` yields
+    its Documents; after a ParseError, `error_log` is that parse's own log (never lxml's
+    thread-global one), `unread` the chunk whose events before the error were not read (None:
+    none) and `in_progress()` names what the error cut off (None: nothing open)."""
 
-    def run(self, fh, huge: bool) -> Iterator[Document]: ...
+    def run(self, fh, huge: bool, careful: Span | None = None) -> Iterator[Document]: ...
 
     @property
     def error_log(self): ...
+
+    @property
+    def unread(self) -> Span | None: ...
 
     def in_progress(self) -> str | None: ...
 
@@ -50,10 +59,12 @@ class DropGate:
 def extract_with_retry(ctx: ExtractContext, file: InputFile,
                        make_pass: Callable[[DropGate], StreamingPass]) -> Iterator[Document]:
     """The documents of `file`, parsed by passes from `make_pass(drop)`: once with libxml2's default
-    limits and, only when one of them refused the file, once more with huge_tree."""
+    limits and, only when one of them refused the file, once more with huge_tree; after a parse
+    error in a chunk fed whole, once more reading that chunk carefully (xml.events)."""
     delivered = 0  # documents already yielded (skipped on a retry)
-    dropped = 0  # drops already reported (not repeated on a retry)
+    dropped = 0  # drops already reported (not repeated on a retry; a parse may stop before an earlier one's)
     huge = False
+    careful: Span | None = None
     while True:
         gate = DropGate(ctx, file, dropped)
         extraction = make_pass(gate)
@@ -68,7 +79,7 @@ def extract_with_retry(ctx: ExtractContext, file: InputFile,
             return
         try:
             with fh:
-                for doc in extraction.run(fh, huge):
+                for doc in extraction.run(fh, huge, careful):
                     produced += 1
                     if produced > delivered:
                         delivered = produced
@@ -77,7 +88,11 @@ def extract_with_retry(ctx: ExtractContext, file: InputFile,
         except etree.ParseError as exc:
             line, code, message = first_error(extraction.error_log, exc)
             if not huge and is_resource_limit(code, message):
-                huge, dropped = True, gate.seen
+                huge, dropped, careful = True, max(dropped, gate.seen), None
+                continue
+            again = next_careful(extraction.unread, careful)
+            if again is not None:
+                careful, dropped = again, max(dropped, gate.seen)
                 continue
             ctx.drop(reason_for(code), file, stop_message(message, delivered, extraction.in_progress()), line)
             return
