@@ -27,6 +27,7 @@ from dagster import (
 from .catalog import Catalog, DatasetSpec
 from .column_schemas import COLUMN_SCHEMA, DOCUMENT_SCHEMA, SIDECAR_COLUMN_SCHEMA, SIDECAR_SCHEMA
 from .lineage import observe_raw_in_step, part_event_tags, raw_key, step_input_version
+from .instance_settings import POOL, warn_once_per_run
 from .locks import dataset_lock
 from .metadata import part_metadata
 from .part_meta import PartMeta
@@ -37,7 +38,7 @@ from .stale_runs import before_extraction
 from .user_errors import expected_errors_as_failures
 from .versions import batch_version, code_version, plan_version
 
-EXTRACT_POOL = "slm4ie_extract"
+EXTRACT_POOL = POOL
 GROUP = "extracted"
 SHARDS_GROUP = "shards"
 # A partition event costs 28 ms (DAGSTER_NOTES 2) to 130 ms (this machine) on sqlite. extracted/<key>
@@ -168,6 +169,7 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
     @expected_errors_as_failures
     def _extracted(context: AssetExecutionContext, extract: ExtractSettings) -> Output:
         before_extraction(context)  # record this run's process; free the pool slots of dead runs
+        warn_once_per_run(context.instance, context.run_id, context.log.warning)
         require_raw_dir(spec)
         def unpack_log(message: str) -> None:  # archives logs each warning once, prefixed
             if message.startswith("WARNING "):
@@ -197,6 +199,7 @@ def plan_shard_batch(context: AssetExecutionContext, spec: DatasetSpec, catalog:
                      extract: ExtractSettings) -> ShardBatch:
     """The shards behind the run's partition keys; a key without a shard fails the run, naming it."""
     before_extraction(context)
+    warn_once_per_run(context.instance, context.run_id, context.log.warning)
     require_raw_dir(spec)
     keys = list(context.partition_keys)
     shards = list_shards(spec, catalog.shard_group_threshold)
