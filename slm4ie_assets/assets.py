@@ -26,8 +26,8 @@ from dagster import (
 
 from .catalog import Catalog, DatasetSpec
 from .column_schemas import COLUMN_SCHEMA, DOCUMENT_SCHEMA, SIDECAR_COLUMN_SCHEMA, SIDECAR_SCHEMA
-from .lineage import observe_raw_in_step, part_event_tags, raw_key, step_input_version
 from .instance_settings import POOL, warn_once_per_run
+from .lineage import observe_raw_in_step, part_event_tags, raw_key, step_input_version
 from .locks import dataset_lock
 from .metadata import part_metadata
 from .part_meta import PartMeta

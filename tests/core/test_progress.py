@@ -12,7 +12,7 @@ import pytest
 
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_and_publish, extract_dataset, plan_dataset
-from slm4ie_assets.progress import INTERVAL_ENV, ProgressLine, duration, progress_interval
+from slm4ie_assets.progress import INTERVAL_ENV, ProgressLine, duration, human_bytes, progress_interval
 
 KEY = "big"
 LINE = re.compile(r"^big: (?P<mb>\d+\.\d) of (?P<total>\d+\.\d) MB \((?P<pct>\d+)%\), (?P<done>\d+) of "
@@ -174,3 +174,16 @@ def test_eta_and_durations_read_naturally():
     assert line.render() == "k: 25.0 of 100.0 MB (25%), 1 of 4 shards, 10 documents, 2.5 MB/s, ETA 30.0s"
     assert ProgressLine("k", 0, 1, 0, 0, 5, 1.0).eta() == "unknown"
     assert (duration(8.44), duration(185), duration(7620)) == ("8.4s", "3m05s", "2h07m")
+
+
+def test_progress_units_adapt_to_the_dataset_and_nothing_reads_zero_of_zero():
+    assert ProgressLine("k", 1, 4, 10, 2_500, 10_000, 1.0).render() == \
+        "k: 2.5 of 10.0 kB (25%), 1 of 4 shards, 10 documents, 2.5 kB/s, ETA 3.0s"
+    assert ProgressLine("k", 0, 2, 0, 300, 900, 1.0).render() == \
+        "k: 300 of 900 B (33%), 0 of 2 shards, 0 documents, 300 B/s, ETA 2.0s"
+    assert ProgressLine("k", 1, 2, 5, 3 * 10**9, 6 * 10**9, 10.0).render().startswith("k: 3.0 of 6.0 GB (50%)")
+    assert ProgressLine("k", 0, 3, 0, 0, 0, 1.0).render() == "k: 0 of 3 shards, 0 documents, starting"
+    assert ProgressLine("k", 3, 3, 7, 0, 0, 1.0).render(final=True) == "k: done: 3 of 3 shards, 7 documents in 1.0s"
+    assert "unknown" not in ProgressLine("k", 0, 1, 0, 0, 5, 1.0).render()
+    assert [human_bytes(n) for n in (0, 999, 1000, 12_345_678, 2 * 10**9)] == \
+        ["0 B", "999 B", "1.0 kB", "12.3 MB", "2.0 GB"]
