@@ -76,21 +76,12 @@ def publish_condition(key: str) -> AutomationCondition:
 
 
 def _description(spec: DatasetSpec) -> str:
-    return (
-        f"`{spec.key}` ({spec.domain}) extracted with the `{spec.extractor}` extractor from `{spec.raw_dir}`.\n\n"
-        f"Publishes `{spec.text_path}` (one Document per line) and, when any document carries token "
-        f"annotations, the line-aligned `{spec.sidecar_path}`. Skipped when the published output matches "
-        "the raw files; set `force` in the `extract` resource config to re-extract. Also registers the "
-        f"`shards/{spec.key}` partitions and republishes after shard runs."
-    )
+    """One line in plain words (the UI's asset list, `dg list defs`); paths are in the metadata."""
+    return f"Published documents of {spec.key} ({spec.domain}, {spec.extractor})"
 
 
 def _shards_description(spec: DatasetSpec) -> str:
-    return (
-        f"The shards of `{spec.key}`: one partition per input file of `{spec.raw_dir}` (contiguous file groups "
-        "once the dataset outgrows `shard_group_threshold`). Materializing partitions extracts those shards "
-        f"into their parts (skipped when current unless `force`); `extracted/{spec.key}` publishes them."
-    )
+    return f"Shards of {spec.key}: one per input file or file group"
 
 
 def versioned_output(value: DatasetPlan | ShardBatch, version: str) -> Output:
@@ -159,8 +150,9 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
             "extractor": spec.extractor,
             "domain": spec.domain,
             "raw_dir": MetadataValue.path(str(spec.raw_dir)),
+            # no sidecar_path: a dataset without annotations has none, and the UI would link it anyway;
+            # each materialization names it when its version has one (metadata.output_paths)
             "text_path": MetadataValue.path(str(spec.text_path)),
-            "sidecar_path": MetadataValue.path(str(spec.sidecar_path)),
             "strict": spec.strict,
             COLUMN_SCHEMA: MetadataValue.table_schema(DOCUMENT_SCHEMA),
             SIDECAR_COLUMN_SCHEMA: MetadataValue.table_schema(SIDECAR_SCHEMA),
