@@ -86,10 +86,11 @@ def shard_documents(spec: DatasetSpec, shard: str) -> Iterator[tuple[dict, dict 
 
 
 def print_documents(docs: Iterator[tuple[dict, dict | None]], skip: int, n: int, annotated: bool) -> None:
-    if annotated:
-        docs = ((rec, ann) for rec, ann in docs if ann is not None and "forms" in ann)
+    """`#N` is the document's line in the file read (the published text, or the shard's part)."""
+    numbered = ((number, rec, ann) for number, (rec, ann) in enumerate(docs, 1)
+                if not annotated or (ann is not None and "forms" in ann))
     shown = 0
-    for number, (rec, ann) in enumerate(itertools.islice(docs, skip, skip + n), skip + 1):
+    for number, rec, ann in itertools.islice(numbered, skip, skip + n):
         shown += 1
         print(f"#{number}  {rec['uid']}  ({len(rec['text']):,} characters)")
         if rec.get("metadata"):

@@ -117,7 +117,7 @@ def test_inspect_and_stats_read_the_published_version_and_write_nothing(tmp_path
     first_range = re.search(r"shard keys \(for inspect --shard\): ([^,]+),", res.stdout).group(1)
     assert "… and 4 more" in res.stdout
     res = slm4ie(["inspect", "web", "--shard", first_range, "--annotated"], config)
-    assert res.stdout.startswith("#1  web:w7  (10 characters)") and "s1: Dober/dober/ADJ" in res.stdout
+    assert res.stdout.startswith("#8  web:w7  (10 characters)") and "s1: Dober/dober/ADJ" in res.stdout  # line 8
     res = slm4ie(["stats", "web"], config)
     assert "characters per document" in res.stdout and "tokens per annotated document" in res.stdout
     assert tree_state(serial) == before
