@@ -9,7 +9,7 @@ less safely, so the first extraction step of a run says so in the run log, once.
 
 from dataclasses import dataclass
 
-from dagster import DagsterInstance
+from dagster import DagsterInstance, QueuedRunCoordinator
 
 POOL = "slm4ie_extract"
 LOGGER = "slm4ie_assets"
@@ -28,8 +28,6 @@ class MissingSetting:
 
 def missing_settings(instance: DagsterInstance) -> list[MissingSetting]:
     """The expected settings this instance lacks (empty when it has them all)."""
-    from dagster._core.run_coordinator import QueuedRunCoordinator
-
     missing = []
     if not isinstance(instance.run_coordinator, QueuedRunCoordinator):
         missing.append(MissingSetting("run_coordinator: QueuedRunCoordinator",
