@@ -78,3 +78,12 @@ def test_an_instance_that_does_not_queue_is_named_too(tmp_path):
     (home / "dagster.yaml").write_text(yaml.safe_dump(settings))
     with DagsterInstance.from_config(str(home)) as instance:
         assert [m.name for m in missing_settings(instance)] == ["run_coordinator: QueuedRunCoordinator"]
+
+
+def test_the_postgres_instance_file_carries_the_same_settings():
+    """deploy/dagster.postgres.yaml: the shipped settings, with the pool sized for several runs."""
+    postgres = load(REPO / "deploy" / "dagster.postgres.yaml")
+    shipped = load(SETTINGS)
+    assert postgres["python_logs"] == shipped["python_logs"] and postgres["telemetry"] == shipped["telemetry"]
+    assert postgres["run_coordinator"]["class"] == "QueuedRunCoordinator"
+    assert postgres["concurrency"]["pools"]["granularity"] == "run" and postgres["concurrency"]["pools"]["default_limit"]
