@@ -41,8 +41,8 @@ def positive(text: str) -> int:
 
 
 def build_parser() -> OneLineParser:
-    parser = OneLineParser(prog="slm4ie", description=__doc__ and "Look at extracted datasets; extract and "
-                           "publish without a Dagster instance. Reads extract.yaml ($SLM4IE_EXTRACT_CONFIG).")
+    parser = OneLineParser(prog="slm4ie", description="Look at extracted datasets; extract and publish without a "
+                           "Dagster instance. Reads extract.yaml ($SLM4IE_EXTRACT_CONFIG).")
     parser.add_argument("--config", help="the catalog (default: $SLM4IE_EXTRACT_CONFIG, else ./extract.yaml)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     p = sub.add_parser("inspect", help="page through published documents, one shard's, or the dropped records")
@@ -53,16 +53,16 @@ def build_parser() -> OneLineParser:
     p.add_argument("--dropped", action="store_true", help="the records the drop ledger counted: file:line, reason")
     p.add_argument("--annotated", action="store_true", help="only annotated documents, with their tokens")
     p = sub.add_parser("stats", help="summary, length distributions and drop ledger of the published version")
-    p.add_argument("key")
+    p.add_argument("key", help="dataset key in extract.yaml")
     p = sub.add_parser("extract", help="unpack, extract the stale shards and publish (plain Python, no Dagster)")
-    p.add_argument("key")
+    p.add_argument("key", help="dataset key in extract.yaml")
     p.add_argument("--force", action="store_true", help="extract every shard again and publish")
     p.add_argument("--workers", type=positive, help="worker processes (default: max_workers in extract.yaml)")
     p.add_argument("--slice", type=parse_slice, metavar="I/N",
                    help="only the I-th of N slices of the shards (a batch array job); needs --no-publish")
     p.add_argument("--no-publish", action="store_true", help="write parts only; `slm4ie publish KEY` later")
     p = sub.add_parser("publish", help="publish once every part is current (names what is missing otherwise)")
-    p.add_argument("key")
+    p.add_argument("key", help="dataset key in extract.yaml")
     return parser
 
 
