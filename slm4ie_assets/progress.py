@@ -310,10 +310,10 @@ def summary_table(dataset: str, parts: Sequence[PartMeta], manifest: Manifest | 
         ("annotated", _share(sum(m.annotated_docs for m in parts), run_docs),
          _share(manifest.annotated_docs, manifest.docs) if manifest else ""),
         ("tokens", f"{sum(m.tokens for m in parts):,}", f"{manifest.tokens:,}" if manifest else ""),
-        ("input MB", _mb(in_bytes), ""),
-        ("text MB", _mb(sum(m.text_bytes for m in parts)), _mb(manifest.text_bytes) if manifest else ""),
-        ("sidecar MB", "", _mb(manifest.sidecar_bytes) if manifest else ""),
-        ("MB/s (input)", f"{in_bytes / 1e6 / max(seconds, 1e-6):.1f}", ""),
+        ("input", human_bytes(in_bytes), ""),
+        ("text", human_bytes(sum(m.text_bytes for m in parts)), human_bytes(manifest.text_bytes) if manifest else ""),
+        ("sidecar", "", human_bytes(manifest.sidecar_bytes) if manifest else ""),
+        ("input rate", f"{human_bytes(round(in_bytes / max(seconds, 1e-6)))}/s", ""),
         ("seconds", f"{seconds:.1f}", ""),
     ]
     run_drops, published_drops = merged_drops(parts), manifest.drops if manifest else {}
@@ -328,10 +328,6 @@ def summary_table(dataset: str, parts: Sequence[PartMeta], manifest: Manifest | 
 
 def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
-
-
-def _mb(nbytes: int) -> str:
-    return f"{nbytes / 1e6:.1f}"
 
 
 def _format_rows(rows: list[tuple[str, str, str]]) -> str:

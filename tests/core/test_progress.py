@@ -115,7 +115,9 @@ def test_a_per_file_tei_dataset_shows_bytes_read_before_its_first_document(tmp_p
 def test_summary_table_has_documents_tokens_megabytes_drops_duplicates_and_seconds(tmp_path):
     report, lines = run(write_corpus(tmp_path, [2, 1], bad_block=True), workers=1)
     [table] = [line for line in lines if line.startswith(f"{KEY}: run summary\n")]
-    rows = {row.split("  ")[1].strip(): row.split()[-2:] for row in table.splitlines()[2:]}
+    # columns are 2+ spaces apart; a value may hold one space ("3.0 MB")
+    cells = [re.split(r"\s{2,}", row.strip()) for row in table.splitlines()[2:]]
+    rows = {cell[0]: cell[1:] for cell in cells}
     header = table.splitlines()[1].split()
     assert header == ["this", "run", "published"]
     manifest = report.manifest
@@ -125,10 +127,12 @@ def test_summary_table_has_documents_tokens_megabytes_drops_duplicates_and_secon
     assert rows["shards"] == ["2", "2"]
     assert rows["dropped: invalid_utf8"] == ["1", "1"]
     assert rows["duplicate uids"][-1] == "0"
-    assert rows["text MB"] == [f"{manifest.text_bytes / 1e6:.1f}"] * 2
-    for label in ("input MB", "sidecar MB", "MB/s (input)", "seconds"):
+    assert rows["text"] == [human_bytes(manifest.text_bytes)] * 2  # units follow the size (B, kB, MB, GB)
+    assert rows["input rate"][0].endswith("B/s")
+    for label in ("input", "sidecar", "seconds"):
         assert label in rows, table
-    assert float(rows["input MB"][-1]) == pytest.approx(3.0, abs=0.1)
+    amount, unit = rows["input"][-1].split()
+    assert unit == "MB" and float(amount) == pytest.approx(3.0, abs=0.1)
 
 
 def test_a_shard_run_logs_progress_and_a_summary_without_a_published_column(tmp_path):
