@@ -13,7 +13,7 @@ EXTRAS := --all-extras
 # uv never downloads an interpreter of its own here: the venv uses $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: venv demo demo-ui lint lock test test-deps test-long test-newest test-xml-newest ui daemon bench clean
+.PHONY: venv demo demo-ui home lint lock test test-deps test-long test-newest test-xml-newest ui daemon bench clean
 
 venv: $(STAMP)
 
@@ -74,6 +74,17 @@ ui: venv
 
 demo-ui: venv
 	SLM4IE_EXTRACT_CONFIG=$(CURDIR)/examples/extract.yaml $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# An instance directory of your own with the project's settings (queue, pool, loggers, telemetry off;
+# deploy/dagster.instance.yaml): `make home DAGSTER_HOME=/abs/dir`. An existing different
+# dagster.yaml there is kept unless FORCE=1.
+home:
+	@case "$(DAGSTER_HOME)" in /*) ;; *) echo "make home: set DAGSTER_HOME to an absolute path (make home DAGSTER_HOME=/abs/dir)" >&2; exit 2;; esac
+	@mkdir -p "$(DAGSTER_HOME)"
+	@if [ -e "$(DAGSTER_HOME)/dagster.yaml" ] && ! cmp -s deploy/dagster.instance.yaml "$(DAGSTER_HOME)/dagster.yaml" && [ -z "$(FORCE)" ]; then \
+	  echo "make home: $(DAGSTER_HOME)/dagster.yaml exists and differs; kept (FORCE=1 replaces it)" >&2; exit 1; fi
+	cp deploy/dagster.instance.yaml "$(DAGSTER_HOME)/dagster.yaml"
+	@echo "DAGSTER_HOME=$(DAGSTER_HOME) now has the project's instance settings"
 
 daemon: venv
 	DAGSTER_HOME=$(CURDIR) $(BIN)/dagster-daemon run -w workspace.yaml

@@ -3,6 +3,7 @@ then say where the outputs are and how to look at them in the UI."""
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,8 @@ def main() -> int:
     env.pop("DAGSTER_HOME", None)  # the root dagster.yaml keeps the run history under .dagster/
     dagster = Path(sys.executable).parent / "dagster"
     cmd = [str(dagster), "asset", "materialize", "--select", "key:extracted/*"]
-    print("$ SLM4IE_EXTRACT_CONFIG=examples/extract.yaml", " ".join(["dagster", *cmd[1:]]), flush=True)
+    # quoted as a shell needs it: zsh expands an unquoted `key:extracted/*` and fails
+    print("$ SLM4IE_EXTRACT_CONFIG=examples/extract.yaml", shlex.join(["dagster", *cmd[1:]]), flush=True)
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if res.returncode != 0:
         sys.stdout.write(res.stdout[-4000:])
@@ -37,9 +39,11 @@ def main() -> int:
     first = catalog.dataset("web_jsonl").text_path
     print(f"\nFirst line of {first.relative_to(ROOT)}:\n  {first.read_text(encoding='utf-8').splitlines()[0]}")
     print("\nOpen the UI on the sample corpus:  make demo-ui   (then http://127.0.0.1:3000)")
-    print("Re-extract from the CLI:           SLM4IE_EXTRACT_CONFIG=examples/extract.yaml .venv/bin/dagster asset "
-          "materialize --select extracted/news_txt --config-json '"
-          + json.dumps({"resources": {"extract": {"config": {"force": True}}}}) + "'")
+    print("Look at the documents:             SLM4IE_EXTRACT_CONFIG=examples/extract.yaml .venv/bin/slm4ie inspect "
+          "web_jsonl --annotated")
+    print("Re-extract from the CLI:           SLM4IE_EXTRACT_CONFIG=examples/extract.yaml .venv/bin/dg launch "
+          "--assets extracted/news_txt --config-json "
+          + shlex.quote(json.dumps({"resources": {"extract": {"config": {"force": True}}}})))
     return 0
 
 

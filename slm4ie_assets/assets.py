@@ -26,6 +26,7 @@ from dagster import (
 
 from .catalog import Catalog, DatasetSpec
 from .column_schemas import COLUMN_SCHEMA, DOCUMENT_SCHEMA, SIDECAR_COLUMN_SCHEMA, SIDECAR_SCHEMA
+from .instance_settings import POOL, warn_once_per_run
 from .lineage import observe_raw_in_step, part_event_tags, raw_key, step_input_version
 from .locks import dataset_lock
 from .metadata import part_metadata
@@ -37,7 +38,7 @@ from .stale_runs import before_extraction
 from .user_errors import expected_errors_as_failures
 from .versions import batch_version, code_version, plan_version
 
-EXTRACT_POOL = "slm4ie_extract"
+EXTRACT_POOL = POOL
 GROUP = "extracted"
 SHARDS_GROUP = "shards"
 # A partition event costs 28 ms (DAGSTER_NOTES 2) to 130 ms (this machine) on sqlite. extracted/<key>
@@ -75,21 +76,12 @@ def publish_condition(key: str) -> AutomationCondition:
 
 
 def _description(spec: DatasetSpec) -> str:
-    return (
-        f"`{spec.key}` ({spec.domain}) extracted with the `{spec.extractor}` extractor from `{spec.raw_dir}`.\n\n"
-        f"Publishes `{spec.text_path}` (one Document per line) and, when any document carries token "
-        f"annotations, the line-aligned `{spec.sidecar_path}`. Skipped when the published output matches "
-        "the raw files; set `force` in the `extract` resource config to re-extract. Also registers the "
-        f"`shards/{spec.key}` partitions and republishes after shard runs."
-    )
+    """One line in plain words (the UI's asset list, `dg list defs`); paths are in the metadata."""
+    return f"Published documents of {spec.key} ({spec.domain}, {spec.extractor})"
 
 
 def _shards_description(spec: DatasetSpec) -> str:
-    return (
-        f"The shards of `{spec.key}`: one partition per input file of `{spec.raw_dir}` (contiguous file groups "
-        "once the dataset outgrows `shard_group_threshold`). Materializing partitions extracts those shards "
-        f"into their parts (skipped when current unless `force`); `extracted/{spec.key}` publishes them."
-    )
+    return f"Shards of {spec.key}: one per input file or file group"
 
 
 def versioned_output(value: DatasetPlan | ShardBatch, version: str) -> Output:
@@ -158,8 +150,9 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
             "extractor": spec.extractor,
             "domain": spec.domain,
             "raw_dir": MetadataValue.path(str(spec.raw_dir)),
+            # no sidecar_path: a dataset without annotations has none, and the UI would link it anyway;
+            # each materialization names it when its version has one (metadata.output_paths)
             "text_path": MetadataValue.path(str(spec.text_path)),
-            "sidecar_path": MetadataValue.path(str(spec.sidecar_path)),
             "strict": spec.strict,
             COLUMN_SCHEMA: MetadataValue.table_schema(DOCUMENT_SCHEMA),
             SIDECAR_COLUMN_SCHEMA: MetadataValue.table_schema(SIDECAR_SCHEMA),
@@ -168,6 +161,7 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
     @expected_errors_as_failures
     def _extracted(context: AssetExecutionContext, extract: ExtractSettings) -> Output:
         before_extraction(context)  # record this run's process; free the pool slots of dead runs
+        warn_once_per_run(context.instance, context.run_id, context.log.warning)
         require_raw_dir(spec)
         def unpack_log(message: str) -> None:  # archives logs each warning once, prefixed
             if message.startswith("WARNING "):
@@ -197,6 +191,7 @@ def plan_shard_batch(context: AssetExecutionContext, spec: DatasetSpec, catalog:
                      extract: ExtractSettings) -> ShardBatch:
     """The shards behind the run's partition keys; a key without a shard fails the run, naming it."""
     before_extraction(context)
+    warn_once_per_run(context.instance, context.run_id, context.log.warning)
     require_raw_dir(spec)
     keys = list(context.partition_keys)
     shards = list_shards(spec, catalog.shard_group_threshold)

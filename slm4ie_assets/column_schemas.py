@@ -9,11 +9,11 @@ from dagster import TableColumn, TableColumnConstraints, TableSchema
 _REQUIRED = TableColumnConstraints(nullable=False)
 
 DOCUMENT_SCHEMA = TableSchema(columns=[
-    TableColumn("text", "string", "the document text; never blank (D7)", constraints=_REQUIRED),
+    TableColumn("text", "string", "the document text; never blank", constraints=_REQUIRED),
     TableColumn("source", "string", "the dataset key", constraints=_REQUIRED),
     TableColumn("domain", "string", "the dataset's `domain` from extract.yaml", constraints=_REQUIRED),
-    TableColumn("doc_id", "string", "unique within the dataset; never null or blank (D3, D4)",
-                constraints=_REQUIRED),
+    TableColumn("doc_id", "string", "the document's id as its source gives it; never blank; may repeat (the "
+                "unique_uids check warns)", constraints=_REQUIRED),
     TableColumn("uid", "string", "`<source>:<doc_id>`", constraints=_REQUIRED),
     TableColumn("metadata", "object", "the extractor's document metadata; left out when empty"),
 ])

@@ -1,18 +1,20 @@
 """The code location: Definitions built from extract.yaml (or $SLM4IE_EXTRACT_CONFIG).
 
-A bad config fails here, at load, with one message listing every problem (D15).
+A bad config fails here, at load, with one message listing every problem (D15), and no traceback
+where Dagster allows it (user_errors.config_error_at_load).
 """
 
 from dagster import Definitions, in_process_executor
 
 from .assets import build_extracted_asset, build_shards_asset
-from .catalog import Catalog, load_catalog
+from .catalog import Catalog, CatalogError, load_catalog
 from .checks import build_extracted_checks
 from .io_manager import ExtractIOManager
 from .lineage import build_raw_asset
 from .resources import ExtractSettings
 from .schedules import build_schedules
 from .sensors import build_automation_sensor, build_raw_sensor, build_stale_run_sensor
+from .user_errors import config_error_at_load
 
 
 def build_definitions(catalog: Catalog | None = None) -> Definitions:
@@ -38,4 +40,8 @@ def build_definitions(catalog: Catalog | None = None) -> Definitions:
     )
 
 
-defs = build_definitions()
+try:
+    defs = build_definitions()
+except CatalogError as bad_config:
+    # raised here, at module level and `from None`: the one frame of ours a stack can show
+    raise config_error_at_load(bad_config) from None

@@ -52,10 +52,10 @@ def build_raw_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefinition:
     asset_spec = AssetSpec(
         key=raw_key(spec.key),
         group_name=RAW_GROUP,
-        description=(f"The raw files of `{spec.key}` under `{spec.raw_dir}` (not built by Dagster). "
-                     f"`raw_{spec.key}_sensor` records an observation whenever the files change; its data "
-                     "version is a digest of the shard keys and stat fingerprints, so "
-                     f"`extracted/{spec.key}` shows as stale until it is materialized again."),
+        # one line; the folder is in the metadata. raw_<key>_sensor observes it whenever the files
+        # change (data version: a digest of shard keys and stat fingerprints, versions.py)
+        # (when they change, extracted/<key> shows as stale until it is materialized again)
+        description=f"Raw files of {spec.key} (not built by Dagster)",
         owners=list(spec.owners),
         kinds={"folder"},
         tags={"slm4ie/extractor": spec.extractor, "slm4ie/domain": spec.domain},

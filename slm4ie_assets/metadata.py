@@ -27,7 +27,7 @@ def preview(spec: DatasetSpec, manifest: Manifest | None) -> MetadataValue:
     return MetadataValue.md(sample_markdown(sample_documents(spec, manifest), manifest.docs, spec.text_path.name))
 
 
-_LENGTH_NOTE = "nearest rank; exact below 256, else within 0.4% (log buckets, length_stats.py)"
+_LENGTH_NOTE = "nearest rank; exact below 256, else within 0.4%"  # log buckets, length_stats.py
 _LENGTH_SCHEMA = TableSchema(columns=[
     TableColumn("measure", "string"), TableColumn("documents", "int"), TableColumn("min", "int"),
     *(TableColumn(f"p{q}", "int", description=_LENGTH_NOTE) for q in PERCENTILES), TableColumn("max", "int"),

@@ -184,8 +184,11 @@ def sample_markdown(sample: Sample, total_docs: int, text_name: str = "the text"
     items = [head, ""]
     for d in sample.documents:
         items.append(f"- **{d.doc_id}**: {_shorten(d.text)}")
+        # a paragraph of its own inside the list item: the UI's markdown strips `<br>`, and the text
+        # would run into this line
         where = f"line {d.published_line + 1} of {text_name}, " if d.published_line is not None else ""
-        items.append(f"  <br>{where}shard `{d.shard}` line {d.line + 1}; {len(d.text)} characters"
+        items.append("")
+        items.append(f"  {where}shard `{d.shard}` line {d.line + 1}; {len(d.text)} characters"
                      + (f", {d.token_count} tokens" if d.token_count else ", no annotations"))
         if d.first_tokens:
             items += ["", "  | form | lemma | upos |", "  |---|---|---|"]

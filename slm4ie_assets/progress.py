@@ -202,12 +202,39 @@ class ProgressLine:
         return duration((self.total_bytes - self.read_bytes) * self.seconds / self.read_bytes)
 
     def render(self, final: bool = False) -> str:
-        share = 100 * self.read_bytes / max(self.total_bytes, 1)
-        counts = (f"{self.read_bytes / 1e6:.1f} of {self.total_bytes / 1e6:.1f} MB ({share:.0f}%), "
-                  f"{self.shards_done} of {self.shards} shards, {self.docs:,} documents")
+        """Bytes in the unit the dataset's size calls for (B, kB, MB, GB); no byte counts for a dataset
+        of empty files, and no rate or ETA before anything was read."""
+        scale, unit = byte_unit(self.total_bytes)
+        counts = f"{self.shards_done} of {self.shards} shards, {self.docs:,} documents"
+        if self.total_bytes > 0:
+            share = 100 * self.read_bytes / self.total_bytes
+            counts = (f"{_in_unit(self.read_bytes, scale)} of {_in_unit(self.total_bytes, scale)} {unit} "
+                      f"({share:.0f}%), " + counts)
+        rate = f"{_in_unit(round(self.read_bytes / max(self.seconds, 1e-6)), scale)} {unit}/s"
         if final:
-            return f"{self.dataset}: done: {counts} in {duration(self.seconds)} ({self.mb_per_s:.1f} MB/s)"
-        return f"{self.dataset}: {counts}, {self.mb_per_s:.1f} MB/s, ETA {self.eta()}"
+            return f"{self.dataset}: done: {counts} in {duration(self.seconds)}" + (
+                f" ({rate})" if self.read_bytes > 0 else "")
+        if self.read_bytes <= 0:
+            return f"{self.dataset}: {counts}, starting"
+        return f"{self.dataset}: {counts}, {rate}, ETA {self.eta()}"
+
+
+BYTE_UNITS = ((10**9, "GB"), (10**6, "MB"), (10**3, "kB"))
+
+
+def byte_unit(nbytes: int) -> tuple[int, str]:
+    """The largest decimal unit not above `nbytes` (B below 1 kB)."""
+    return next(((scale, name) for scale, name in BYTE_UNITS if nbytes >= scale), (1, "B"))
+
+
+def _in_unit(nbytes: int, scale: int) -> str:
+    return f"{nbytes:,}" if scale == 1 else f"{nbytes / scale:.1f}"
+
+
+def human_bytes(nbytes: int) -> str:
+    """`512 B`, `12.3 kB`, `4.5 MB`, `1.2 GB`."""
+    scale, unit = byte_unit(nbytes)
+    return f"{_in_unit(nbytes, scale)} {unit}"
 
 
 def duration(seconds: float) -> str:
@@ -283,10 +310,10 @@ def summary_table(dataset: str, parts: Sequence[PartMeta], manifest: Manifest | 
         ("annotated", _share(sum(m.annotated_docs for m in parts), run_docs),
          _share(manifest.annotated_docs, manifest.docs) if manifest else ""),
         ("tokens", f"{sum(m.tokens for m in parts):,}", f"{manifest.tokens:,}" if manifest else ""),
-        ("input MB", _mb(in_bytes), ""),
-        ("text MB", _mb(sum(m.text_bytes for m in parts)), _mb(manifest.text_bytes) if manifest else ""),
-        ("sidecar MB", "", _mb(manifest.sidecar_bytes) if manifest else ""),
-        ("MB/s (input)", f"{in_bytes / 1e6 / max(seconds, 1e-6):.1f}", ""),
+        ("input", human_bytes(in_bytes), ""),
+        ("text", human_bytes(sum(m.text_bytes for m in parts)), human_bytes(manifest.text_bytes) if manifest else ""),
+        ("sidecar", "", human_bytes(manifest.sidecar_bytes) if manifest else ""),
+        ("input rate", f"{human_bytes(round(in_bytes / max(seconds, 1e-6)))}/s", ""),
         ("seconds", f"{seconds:.1f}", ""),
     ]
     run_drops, published_drops = merged_drops(parts), manifest.drops if manifest else {}
@@ -301,10 +328,6 @@ def summary_table(dataset: str, parts: Sequence[PartMeta], manifest: Manifest | 
 
 def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
-
-
-def _mb(nbytes: int) -> str:
-    return f"{nbytes / 1e6:.1f}"
 
 
 def _format_rows(rows: list[tuple[str, str, str]]) -> str:

@@ -244,7 +244,7 @@ def build_raw_sensor(spec: DatasetSpec, catalog: Catalog) -> SensorDefinition:
         minimum_interval_seconds=spec.watch_interval,
         default_status=DefaultSensorStatus.RUNNING if spec.watch else DefaultSensorStatus.STOPPED,
         target=AssetSelection.assets(shards_key(spec.key), extracted_key(spec.key)),
-        description=(f"Watches {spec.raw_dir} every {spec.watch_interval}s: registers and extracts new or changed "
+        description=(f"Watches the raw files of {spec.key} every {spec.watch_interval}s: extracts new or changed "
                      f"shards, drops vanished ones and republishes extracted/{spec.key}."
                      + ("" if spec.watch else " Off because extract.yaml sets `watch: false`; start it here to "
                                               "watch anyway.")),

@@ -27,10 +27,13 @@ from collections.abc import Callable
 
 from dagster import AssetExecutionContext, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
-HOST_TAG = "slm4ie/host"
-PID_TAG = "slm4ie/pid"
-START_TAG = "slm4ie/process_start"  # "<boot id>/<start time in clock ticks since boot>" (Linux)
-RUN_TAG = "slm4ie/process_run"  # the run the three above were recorded by
+# Bookkeeping, not for people: under Dagster's hidden-tag prefix `.dagster/` the UI's Runs list and
+# run page leave them out (dagster/_core/storage/tags.py, TagType.HIDDEN; docs/dagster-notes.md).
+HIDDEN = ".dagster/"
+HOST_TAG = f"{HIDDEN}slm4ie/host"
+PID_TAG = f"{HIDDEN}slm4ie/pid"
+START_TAG = f"{HIDDEN}slm4ie/process_start"  # "<boot id>/<start time in clock ticks since boot>" (Linux)
+RUN_TAG = f"{HIDDEN}slm4ie/process_run"  # the run the three above were recorded by
 ACTIVE = (DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING)
 
 Log = Callable[[str], None]
@@ -99,7 +102,7 @@ def record_run_process(instance: DagsterInstance, run: DagsterRun) -> bool:
 
 def _dead_process(run: DagsterRun) -> tuple[int, str] | None:
     """(pid, host) of `run`'s recorded process when that process is gone, else None."""
-    tags = run.tags
+    tags = _process_tags_of(run)
     if tags.get(RUN_TAG) != run.run_id:
         return None  # copied from the run this one re-executes, or not recorded yet
     try:
@@ -113,12 +116,30 @@ def _dead_process(run: DagsterRun) -> tuple[int, str] | None:
     return pid, tags[HOST_TAG]
 
 
+def _process_tags_of(run: DagsterRun) -> dict[str, str]:
+    """The run's process tags; a run recorded before they were hidden has them without the prefix."""
+    tags = dict(run.tags)
+    for name in (HOST_TAG, PID_TAG, START_TAG, RUN_TAG):
+        legacy = name[len(HIDDEN):]
+        if name not in tags and legacy in tags:
+            tags[name] = tags[legacy]
+    return tags
+
+
+def _active_runs_of(instance: DagsterInstance, host: str) -> list[DagsterRun]:
+    runs: dict[str, DagsterRun] = {}
+    for tag in (HOST_TAG, HOST_TAG[len(HIDDEN):]):  # and runs recorded before the tags were hidden
+        runs.update((r.run_id, r) for r in instance.get_runs(filters=RunsFilter(statuses=list(ACTIVE),
+                                                                                 tags={tag: host})))
+    return list(runs.values())
+
+
 def reap_dead_runs(instance: DagsterInstance, log: Log | None = None) -> list[str]:
     """Mark this host's active runs whose recorded process is gone as failed (canceled when a
     cancel was pending), so they free their pool slot. Returns their run ids."""
     host = socket.gethostname()
     reaped: list[str] = []
-    for run in instance.get_runs(filters=RunsFilter(statuses=list(ACTIVE), tags={HOST_TAG: host})):
+    for run in _active_runs_of(instance, host):
         dead = _dead_process(run)
         if dead is None:
             continue

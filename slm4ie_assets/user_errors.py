@@ -10,8 +10,11 @@ untouched, traceback and all.
 """
 
 import functools
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, TypeVar
 
 from dagster import Failure, MetadataValue
@@ -92,3 +95,31 @@ def expected_errors_as_failures(fn: _Fn) -> _Fn:
             raise as_failure(exc, remedy) from None
 
     return entry_point  # type: ignore[return-value]
+
+
+VALIDATION_ENV = "DAGSTER_IS_DEFS_VALIDATION_CLI"  # set by `dg check defs` / `dagster definitions validate`
+
+
+def config_error_at_load(exc: Exception) -> BaseException:
+    """What loading the code location raises for a bad extract.yaml: its file:line list, once.
+
+    Dagster has no supported way to report a load error without a stack, so each entry point gets
+    the shortest path it allows (docs/dagster-notes.md, "A bad extract.yaml"): the validation CLIs
+    (which document `DAGSTER_IS_DEFS_VALIDATION_CLI` for code to act on) get the message and exit 1;
+    the CLIs that load in their own process (`dg launch`, `dagster asset materialize`) let it
+    propagate uncaught, and a process hook prints only the message; a code server (`dg dev`, the UI)
+    keeps it as the location's load error, whose stack the caller cuts to the one `raise`."""
+    message = str(exc)
+    if os.environ.get(VALIDATION_ENV) == "1":
+        print(message, file=sys.stderr, flush=True)
+        return SystemExit(1)
+    previous = sys.excepthook
+
+    def message_only(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        if value is exc:
+            print(message, file=sys.stderr, flush=True)
+        else:
+            previous(kind, value, tb)
+
+    sys.excepthook = message_only
+    return exc.with_traceback(None)

@@ -12,7 +12,7 @@ import pytest
 
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_and_publish, extract_dataset, plan_dataset
-from slm4ie_assets.progress import INTERVAL_ENV, ProgressLine, duration, progress_interval
+from slm4ie_assets.progress import INTERVAL_ENV, ProgressLine, duration, human_bytes, progress_interval
 
 KEY = "big"
 LINE = re.compile(r"^big: (?P<mb>\d+\.\d) of (?P<total>\d+\.\d) MB \((?P<pct>\d+)%\), (?P<done>\d+) of "
@@ -115,7 +115,9 @@ def test_a_per_file_tei_dataset_shows_bytes_read_before_its_first_document(tmp_p
 def test_summary_table_has_documents_tokens_megabytes_drops_duplicates_and_seconds(tmp_path):
     report, lines = run(write_corpus(tmp_path, [2, 1], bad_block=True), workers=1)
     [table] = [line for line in lines if line.startswith(f"{KEY}: run summary\n")]
-    rows = {row.split("  ")[1].strip(): row.split()[-2:] for row in table.splitlines()[2:]}
+    # columns are 2+ spaces apart; a value may hold one space ("3.0 MB")
+    cells = [re.split(r"\s{2,}", row.strip()) for row in table.splitlines()[2:]]
+    rows = {cell[0]: cell[1:] for cell in cells}
     header = table.splitlines()[1].split()
     assert header == ["this", "run", "published"]
     manifest = report.manifest
@@ -125,10 +127,12 @@ def test_summary_table_has_documents_tokens_megabytes_drops_duplicates_and_secon
     assert rows["shards"] == ["2", "2"]
     assert rows["dropped: invalid_utf8"] == ["1", "1"]
     assert rows["duplicate uids"][-1] == "0"
-    assert rows["text MB"] == [f"{manifest.text_bytes / 1e6:.1f}"] * 2
-    for label in ("input MB", "sidecar MB", "MB/s (input)", "seconds"):
+    assert rows["text"] == [human_bytes(manifest.text_bytes)] * 2  # units follow the size (B, kB, MB, GB)
+    assert rows["input rate"][0].endswith("B/s")
+    for label in ("input", "sidecar", "seconds"):
         assert label in rows, table
-    assert float(rows["input MB"][-1]) == pytest.approx(3.0, abs=0.1)
+    amount, unit = rows["input"][-1].split()
+    assert unit == "MB" and float(amount) == pytest.approx(3.0, abs=0.1)
 
 
 def test_a_shard_run_logs_progress_and_a_summary_without_a_published_column(tmp_path):
@@ -174,3 +178,16 @@ def test_eta_and_durations_read_naturally():
     assert line.render() == "k: 25.0 of 100.0 MB (25%), 1 of 4 shards, 10 documents, 2.5 MB/s, ETA 30.0s"
     assert ProgressLine("k", 0, 1, 0, 0, 5, 1.0).eta() == "unknown"
     assert (duration(8.44), duration(185), duration(7620)) == ("8.4s", "3m05s", "2h07m")
+
+
+def test_progress_units_adapt_to_the_dataset_and_nothing_reads_zero_of_zero():
+    assert ProgressLine("k", 1, 4, 10, 2_500, 10_000, 1.0).render() == \
+        "k: 2.5 of 10.0 kB (25%), 1 of 4 shards, 10 documents, 2.5 kB/s, ETA 3.0s"
+    assert ProgressLine("k", 0, 2, 0, 300, 900, 1.0).render() == \
+        "k: 300 of 900 B (33%), 0 of 2 shards, 0 documents, 300 B/s, ETA 2.0s"
+    assert ProgressLine("k", 1, 2, 5, 3 * 10**9, 6 * 10**9, 10.0).render().startswith("k: 3.0 of 6.0 GB (50%)")
+    assert ProgressLine("k", 0, 3, 0, 0, 0, 1.0).render() == "k: 0 of 3 shards, 0 documents, starting"
+    assert ProgressLine("k", 3, 3, 7, 0, 0, 1.0).render(final=True) == "k: done: 3 of 3 shards, 7 documents in 1.0s"
+    assert "unknown" not in ProgressLine("k", 0, 1, 0, 0, 5, 1.0).render()
+    assert [human_bytes(n) for n in (0, 999, 1000, 12_345_678, 2 * 10**9)] == \
+        ["0 B", "999 B", "1.0 kB", "12.3 MB", "2.0 GB"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import AssetCheckSeverity, AssetSelection
+from dagster import AssetCheckKey, AssetCheckSeverity, AssetSelection
 
 from slm4ie_assets.assets import extracted_key
 from slm4ie_assets.checks import ALIGNED, DROPS, SCHEMA, SENTENCES, UNIQUE, check_results, inspect_published
@@ -77,6 +77,22 @@ def test_all_checks_pass_on_a_clean_annotated_dataset_and_run_with_the_asset(web
     assert res[ALIGNED].metadata["text_lines"].value == res[ALIGNED].metadata["sidecar_lines"].value == 4
     assert {r.severity for n, r in res.items() if n in (UNIQUE, DROPS, SENTENCES)} == {AssetCheckSeverity.WARN}
     assert res[SENTENCES].metadata["annotated_documents"].value == 2
+
+
+def test_one_check_runs_alone_without_its_asset_or_the_other_checks(web, instance):
+    """can_subset: the Checks tab's Execute (a selection of one check) runs that check only."""
+    published = web.publish(instance, "web")
+    rewrite_sidecar(web, "web", lambda lines: [lines[1], lines[0], *lines[2:]])  # ALIGNED would fail
+    one = AssetSelection.checks(AssetCheckKey(extracted_key("web"), UNIQUE))
+    alone = web.materialize(instance, one)
+    assert set(results(alone)) == {UNIQUE} and results(alone)[UNIQUE].passed
+    assert not alone.get_asset_materialization_events()
+    two = AssetSelection.checks(*(AssetCheckKey(extracted_key("web"), n) for n in (SCHEMA, ALIGNED)))
+    run = web.materialize(instance, two, raise_on_error=False)
+    assert set(results(run)) == {SCHEMA, ALIGNED} and not results(run)[ALIGNED].passed
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [AssetCheckKey(extracted_key("web"), n) for n in (UNIQUE, DROPS)])
+    assert {k.name: r.run_id for k, r in latest.items()} == {UNIQUE: alone.run_id, DROPS: published.run_id}
 
 
 def test_checks_fail_clearly_before_anything_is_published(web, instance):

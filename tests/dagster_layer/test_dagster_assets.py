@@ -84,7 +84,9 @@ def test_asset_definitions_carry_description_metadata_and_group(tmp_path):
     spec = next(iter(asset_def.specs))
     assert spec.group_name == "extracted"
     assert spec.metadata["extractor"] == "text" and spec.metadata["domain"] == "academic"
-    assert str(tmp_path / "raw" / "kas") in spec.description and "kas.jsonl" in spec.description
+    # the paths are metadata (the description is one plain line: tests/dagster_layer/test_ui_text.py)
+    assert spec.metadata["raw_dir"].value == str(tmp_path / "raw" / "kas") and "kas" in spec.description
+    assert spec.metadata["text_path"].value == str(tmp_path / "out" / "kas.jsonl")
 
 
 def test_load_input_hands_downstream_the_version_folder_so_a_republish_cannot_mix_the_pair(tmp_path, instance,

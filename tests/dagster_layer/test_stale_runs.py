@@ -174,3 +174,19 @@ def test_process_identity_tells_a_reused_pid_apart():
     while process_is_alive(pid, start) and time.monotonic() < deadline:  # reaped by wait(): gone at once
         time.sleep(0.05)
     assert not process_is_alive(pid, start)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="process start times need /proc")
+def test_the_bookkeeping_tags_are_hidden_and_runs_tagged_before_still_count(project):
+    """The Runs list leaves out `.dagster/` tags; a run recorded with the old visible names is reaped too."""
+    from dagster._core.storage.tags import TagType, get_tag_type
+
+    _, _, instance = project
+    assert {get_tag_type(t) for t in (HOST_TAG, PID_TAG, START_TAG, RUN_TAG)} == {TagType.HIDDEN}
+    pid, start = dead_pid()
+    tags = {**process_tags("x"), PID_TAG: str(pid), START_TAG: start}
+    old = {k.removeprefix(".dagster/"): v for k, v in tags.items()}
+    run = DagsterRun(job_name="j", status=DagsterRunStatus.STARTED, tags=old)
+    run = run.with_tags({**old, "slm4ie/process_run": run.run_id})
+    instance.add_run(run)
+    assert reap_dead_runs(instance) == [run.run_id]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.paths import VENV_BIN
 from support.ui import (
     BACKFILL_DONE,
     BACKFILLS_QUERY,
@@ -44,13 +45,21 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 RUN_TIMEOUT = 300
 # a progress line every 50 ms, so the sample corpus's sub-second run logs several (README, "Progress")
 PROGRESS_SECONDS = "0.05"
-PROGRESS_LINE = re.compile(rf"{DATASET}: [0-9.]+ of [0-9.]+ MB \(\d+%\), \d+ of \d+ shards, .* ETA ")
+# the unit follows the dataset's size: the sample corpus is a few kB
+PROGRESS_LINE = re.compile(rf"{DATASET}: [0-9.,]+ of [0-9.,]+ [kMG]?B \(\d+%\), \d+ of \d+ shards, .* ETA ")
 VIEWPORT = {"width": 1400, "height": 900}
 # one partition's latest materialization, and the lineage parents of an asset (issue 15 items 2, 3)
 PARTITION_EVENT_QUERY = """
 query($key: AssetKeyInput!, $partition: String!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
   assetMaterializations(partitions: [$partition], limit: 1) { partition metadataEntries { label
     ... on IntMetadataEntry { intValue } ... on BoolMetadataEntry { boolValue } } } } } }
+"""
+CHECKS_QUERY = """
+query($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
+  assetChecksOrError { ... on AssetChecks { checks { name canExecuteIndividually } } } } } }
+"""
+RUN_CHECKS_QUERY = """
+query($runId: ID!) { runOrError(runId: $runId) { ... on Run { assetCheckSelection { name } } } }
 """
 PARENTS_QUERY = """
 query($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode { dependencyKeys { path } } } }
@@ -101,6 +110,7 @@ def ui(tmp_path_factory, browser_path):
     try:
         dev.wait_ready(timeout=240)
         dev.out = base / "examples" / "data" / "extracted"
+        dev.home, dev.env = home, env
         dev.shots = base / "screenshots"
         dev.shots.mkdir()
         yield dev
@@ -222,6 +232,8 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     shoot(ui, page, "dataset-page", full_page=True)
     check_sample_preview(ui, page)
     check_run_progress(ui, page, run["runId"], lines)
+    check_runs_list_hides_bookkeeping(ui, page)
+    check_a_check_runs_alone(ui, page)
 
     if not ui.asset_exists(["shards", DATASET]):
         pytest.skip("shards/<key> assets are not defined in this checkout: the backfill step cannot run")
@@ -306,6 +318,10 @@ def check_sample_preview(ui, page) -> None:
     dialog = page.get_by_role("dialog")
     dialog.get_by_text(re.compile(r"\d+ of \d+ documents: those with the smallest uid hashes")).wait_for()
     dialog.get_by_text(re.compile(r"shard .* line \d+; \d+ characters")).first.wait_for()
+    # each document's "line N of ..." note is a paragraph of its own, not run into the text
+    note = dialog.locator("p", has_text=re.compile(rf"^\s*line \d+ of {DATASET}\.jsonl, shard "))
+    note.first.wait_for()
+    assert note.count() == 5, note.count()
     settle(page)  # the dialog's fade-in
     shoot(ui, page, "sample-preview")
     button(dialog, "Close").click()
@@ -346,3 +362,54 @@ def check_lineage(ui, page) -> None:
     page.get_by_text("Latest event").first.wait_for()
     settle(page)
     shoot(ui, page, "lineage")
+
+
+def check_runs_list_hides_bookkeeping(ui, page) -> None:
+    """A run of the literal CLI on the same instance carries the stale-run bookkeeping tags
+    (`.dagster/slm4ie/...`; a UI-launched run executes in a child process, which records none);
+    Dagster hides that prefix: GraphQL leaves them out and the Runs list shows none of them."""
+    from dagster import DagsterInstance
+
+    res = subprocess.run([str(VENV_BIN / "dagster"), "asset", "materialize", "--select",
+                          f"extracted/{DATASET}"], cwd=REPO, env=ui.env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    run_id = re.search(r"__ASSET_JOB - ([0-9a-f-]{36}) - .*RUN_SUCCESS", res.stdout + res.stderr).group(1)
+    with DagsterInstance.from_config(str(ui.home)) as instance:
+        recorded = set(instance.get_run_by_id(run_id).tags)
+    assert {".dagster/slm4ie/host", ".dagster/slm4ie/pid"} <= recorded, recorded
+    tags = {t["key"] for t in ui.graphql(RUN_QUERY_TAGS, {"runId": run_id})["runOrError"]["tags"]}
+    assert not any("slm4ie/" in t for t in tags), tags
+    open_page(ui, page, "/runs")
+    page.get_by_text(run_id[:8]).first.wait_for()
+    settle(page)
+    text = page.locator("body").inner_text()
+    assert "slm4ie/host" not in text and "slm4ie/pid" not in text and "process_start" not in text
+    shoot(ui, page, "runs-list")
+
+
+RUN_QUERY_TAGS = """
+query($runId: ID!) { runOrError(runId: $runId) { ... on Run { tags { key value } } } }
+"""
+
+
+def check_a_check_runs_alone(ui, page) -> None:
+    """The Checks tab runs one check on its own (can_subset): Execute on unique_uids starts a run of
+    that check only, without materializing the asset."""
+    node = ui.graphql(CHECKS_QUERY, {"key": {"path": ["extracted", DATASET]}})["assetNodeOrError"]
+    checks = {c["name"]: c["canExecuteIndividually"] for c in node["assetChecksOrError"]["checks"]}
+    assert len(checks) == 5 and set(checks.values()) == {"CAN_EXECUTE"}, checks
+    open_page(ui, page, f"/assets/extracted/{DATASET}?view=checks")
+    page.get_by_text("unique_uids", exact=True).first.click()
+    settle(page)
+    known = {r["runId"] for r in ui.runs()}
+    button(page, "Execute").click()
+    run = wait_until(lambda: next((r for r in ui.runs() if r["runId"] not in known), None), 90,
+                     "the run of the check", interval=0.5, on_timeout=ui.proc.tail)
+    run = ui.wait_run_finished(run["runId"], RUN_TIMEOUT)
+    assert run["status"] == "SUCCESS" and not run["assetSelection"], run
+    selected = ui.graphql(RUN_CHECKS_QUERY, {"runId": run["runId"]})["runOrError"]["assetCheckSelection"]
+    assert [c["name"] for c in selected] == ["unique_uids"], selected
+    page.reload(wait_until="networkidle")
+    page.get_by_text("unique_uids", exact=True).first.wait_for()
+    settle(page)
+    shoot(ui, page, "check-alone")

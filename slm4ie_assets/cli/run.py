@@ -1,0 +1,84 @@
+"""`slm4ie extract` and `slm4ie publish`: the plain-Python pipeline with progress on the terminal.
+
+A batch array job runs `extract KEY --slice I/N --no-publish` in N tasks, then `publish KEY` once.
+Slices are cut from the whole shard list (largest first, dealt round-robin), not from the stale
+list, so every shard belongs to exactly one slice however far the other tasks have got; each task
+then writes the stale shards of its slice under the shard locks, as `shards/<key>` runs do.
+"""
+
+import sys
+import time
+
+from ..catalog import Catalog, DatasetSpec
+from ..locks import dataset_lock
+from ..pipeline import (
+    DatasetPlan,
+    ShardBatch,
+    effective_workers,
+    extract_and_publish,
+    extract_shard_batch,
+    lock_path,
+    plan_dataset,
+    require_raw_dir,
+    unpack,
+)
+from ..shards import Shard
+from .main import Slice
+
+PROGRESS_SECONDS = 5.0  # a terminal wants to see it move sooner than a run log
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def extract(spec: DatasetSpec, catalog: Catalog, force: bool, workers: int | None, part: Slice | None,
+            publish: bool) -> int:
+    require_raw_dir(spec)
+    with dataset_lock(lock_path(spec), spec.key, log=say):
+        unpack(spec, catalog, say)
+    plan = plan_dataset(spec, force, effective_workers(workers, catalog.max_workers), catalog.shard_group_threshold,
+                        progress_seconds=PROGRESS_SECONDS)
+    if publish:  # what pipeline.extract_dataset does, with terminal-paced progress
+        report = extract_and_publish(plan, log=say)
+        say(f"{spec.key}: " + ("already published, nothing to do" if report.skipped else
+                               f"published {spec.text_path}"))
+        return 0
+    mine = slice_of(plan.shards, part) if part is not None else plan.shards
+    label = f" (slice {part.index}/{part.count}: {len(mine)} of {len(plan.shards)} shards)" if part else ""
+    say(f"{spec.key}: {sum(s.key in _keys(plan.stale) for s in mine)} stale shard(s) to extract{label}")
+    report = extract_shard_batch(ShardBatch(spec, mine, force, plan.workers, PROGRESS_SECONDS), log=say)
+    say(f"{spec.key}: wrote {len(report.extracted)} part(s); publish with `slm4ie publish {spec.key}` "
+        "once every slice is done")
+    return 0
+
+
+def _keys(shards: list[Shard]) -> set[str]:
+    return {s.key for s in shards}
+
+
+def slice_of(shards: list[Shard], part: Slice) -> list[Shard]:
+    """The I-th of N slices: largest shards first, dealt round-robin, so slices carry similar bytes;
+    returned in shard order."""
+    by_size = sorted(range(len(shards)), key=lambda i: (-shards[i].size, shards[i].key))
+    mine = {i for rank, i in enumerate(by_size) if rank % part.count == part.index - 1}
+    return [s for i, s in enumerate(shards) if i in mine]
+
+
+def publish_when_current(spec: DatasetSpec, catalog: Catalog) -> int:
+    """Publish the current parts; refuse, naming the shards whose part is missing or out of date."""
+    plan = plan_dataset(spec, workers=1, group_threshold=catalog.shard_group_threshold)
+    if plan.stale:
+        names = ", ".join(repr(s.key) for s in plan.stale[:5]) + (" …" if len(plan.stale) > 5 else "")
+        print(f"slm4ie: not publishing {spec.key}: {len(plan.stale)} of {len(plan.shards)} shard(s) have no "
+              f"current part ({names}); run `slm4ie extract {spec.key} --slice I/N --no-publish` for the "
+              "missing slices (or `slm4ie extract " f"{spec.key}`)", file=sys.stderr)
+        return 1
+    if plan.up_to_date:
+        say(f"{spec.key}: already published, nothing to do")
+        return 0
+    started = time.monotonic()
+    report = extract_and_publish(DatasetPlan(spec, plan.shards, [], False, unreadable=plan.unreadable), log=say)
+    say(f"{spec.key}: published {spec.text_path} in {time.monotonic() - started:.1f}s"
+        if not report.skipped else f"{spec.key}: already published, nothing to do")
+    return 0

@@ -1,0 +1,183 @@
+"""The `slm4ie` console script as a user and a batch scheduler run it: real subprocesses of the venv's
+entry point, over catalogs under tmp_path (README, "The slm4ie command"). Slices run as concurrent
+processes and publish the same bytes as one serial run; looking writes nothing."""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.files import read_jsonl, write_config, write_files
+from support.paths import VENV_BIN
+
+pytestmark = pytest.mark.slow
+
+SLM4IE = VENV_BIN / "slm4ie"
+DATASETS = {"kas": {"extractor": "text", "domain": "academic"},
+            "web": {"extractor": "jsonl", "domain": "web", "split_bytes": 4096}}
+
+
+def raw_tree(root: Path) -> None:
+    """13 text files of different sizes, and one jsonl file cut into ranges (split_bytes 4096), with
+    one malformed line and one annotated record."""
+    write_files(root / "raw" / "kas", {f"d{i % 3}/f{i:02d}.txt": "\n\n".join(f"dokument {i} {j}\nvrstica"
+                                                                            for j in range(3 + 7 * i))
+                                      for i in range(13)})
+    lines = [f'{{"doc_id": "w{i}", "text": "spletni dokument {i} ' + "besedilo " * 20 + '"}' for i in range(150)]
+    lines[40] = "{not json"
+    lines[7] = ('{"doc_id": "w7", "text": "Dober dan.", "paragraphs": [{"sentences": [{"tokens": ['
+                '{"form": "Dober", "lemma": "dober", "upos": "ADJ"}, '
+                '{"form": "dan", "lemma": "dan", "upos": "NOUN", "space_after": false}, '
+                '{"form": ".", "lemma": ".", "upos": "PUNCT"}]}]}]}')
+    write_files(root / "raw" / "web", {"crawl.jsonl": "\n".join(lines) + "\n"})
+
+
+def slm4ie(args: list, config: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "SLM4IE_"))}
+    env["SLM4IE_EXTRACT_CONFIG"] = str(config)
+    res = subprocess.run(["nice", str(SLM4IE), *map(str, args)], env=env, capture_output=True, text=True,
+                         timeout=300, cwd=config.parent)
+    if check:
+        assert res.returncode == 0, res.stdout + res.stderr
+    return res
+
+
+def published_bytes(out: Path, key: str) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.name.startswith(f"{key}.")}
+
+
+def tree_state(root: Path) -> dict:
+    return {str(p.relative_to(root)): (p.is_symlink(), p.lstat().st_size, p.lstat().st_mtime_ns)
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.fixture
+def serial(tmp_path) -> Path:
+    """One serial `slm4ie extract` per dataset: the reference bytes."""
+    root = tmp_path / "serial"
+    raw_tree(root)
+    config = write_config(root, DATASETS)
+    for key in DATASETS:
+        res = slm4ie(["extract", key, "--workers", "1"], config)
+        assert f"published {root / 'out' / key}.jsonl" in res.stdout
+    return root
+
+
+def test_slices_as_concurrent_processes_then_publish_give_the_serial_bytes(tmp_path, serial):
+    root = tmp_path / "sliced"
+    raw_tree(root)
+    config = write_config(root, DATASETS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "SLM4IE_"))}
+    env["SLM4IE_EXTRACT_CONFIG"] = str(config)
+    for key in DATASETS:
+        refused = slm4ie(["publish", key], config, check=False)  # nothing extracted yet
+        assert refused.returncode == 1 and "have no current part" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        procs = [subprocess.Popen(["nice", str(SLM4IE), "extract", key, "--slice", f"{i}/3", "--no-publish",
+                                   "--workers", "1"], env=env, cwd=root, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for i in (1, 2, 3)]
+        logs = [p.communicate(timeout=300)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], logs
+        assert all("slice" in log for log in logs)
+        assert not (root / "out" / f"{key}.jsonl").exists()  # --no-publish
+        res = slm4ie(["publish", key], config)
+        assert "published" in res.stdout
+        assert published_bytes(root / "out", key) == published_bytes(serial / "out", key)
+        assert "already published" in slm4ie(["publish", key], config).stdout
+
+
+def test_publish_names_the_shards_a_missing_slice_would_have_written(tmp_path):
+    raw_tree(tmp_path)
+    config = write_config(tmp_path, DATASETS)
+    slm4ie(["extract", "kas", "--slice", "1/2", "--no-publish"], config)
+    res = slm4ie(["publish", "kas"], config, check=False)
+    assert res.returncode == 1 and "6 of 13 shard(s) have no current part" in res.stderr, res.stderr
+    slm4ie(["extract", "kas", "--slice", "2/2", "--no-publish"], config)
+    assert "published" in slm4ie(["publish", "kas"], config).stdout
+
+
+def test_inspect_and_stats_read_the_published_version_and_write_nothing(tmp_path, serial):
+    config = serial / "extract.yaml"
+    before = tree_state(serial)
+    res = slm4ie(["inspect", "web", "--n", "2"], config)
+    assert res.stdout.startswith("#1  web:w0  (") and "#2  web:w1  (" in res.stdout and "#3 " not in res.stdout
+    res = slm4ie(["inspect", "web", "--annotated"], config)
+    assert "web:w7" in res.stdout and "s1: Dober/dober/ADJ dan/dan/NOUN ././PUNCT" in res.stdout
+    res = slm4ie(["inspect", "web", "--dropped"], config)
+    assert "1 item(s) dropped: malformed_json 1" in res.stdout and "crawl.jsonl:41:" in res.stdout
+    res = slm4ie(["inspect", "kas", "--shard", "d1/f04.txt", "--n", "100"], config)
+    assert res.stdout.count("\n#") + res.stdout.startswith("#") == 31 and "| vrstica" in res.stdout  # line breaks
+    res = slm4ie(["inspect", "kas", "--skip", "3", "--n", "1"], config)
+    assert res.stdout.startswith("#4  kas:")
+    res = slm4ie(["stats", "web"], config)
+    docs = len(read_jsonl(serial / "out" / "web.jsonl"))
+    assert re.search(rf"\n  documents +{docs}\n", res.stdout) and re.search(r"malformed_json +1\n", res.stdout)
+    first_range = re.search(r"shard keys \(for inspect --shard\): ([^,]+),", res.stdout).group(1)
+    assert "… and 4 more" in res.stdout
+    res = slm4ie(["inspect", "web", "--shard", first_range, "--annotated"], config)
+    assert res.stdout.startswith("#8  web:w7  (10 characters)") and "s1: Dober/dober/ADJ" in res.stdout  # line 8
+    res = slm4ie(["stats", "web"], config)
+    assert "characters per document" in res.stdout and "tokens per annotated document" in res.stdout
+    assert tree_state(serial) == before
+
+
+@pytest.mark.parametrize("args, says", [
+    ([], "the following arguments are required"),
+    (["inspect"], "the following arguments are required: key"),
+    (["inspect", "nope"], "no dataset 'nope'"),
+    (["inspect", "kas", "--n", "0"], "--n: wants a whole number of at least 1"),
+    (["extract", "kas", "--slice", "4/3", "--no-publish"], "--slice wants I/N"),
+    (["extract", "kas", "--slice", "1/3"], "--slice needs --no-publish"),
+    (["frobnicate"], "invalid choice"),
+    (["stats", "kas"], "no published version"),
+])
+def test_bad_arguments_exit_non_zero_with_one_line(tmp_path, args, says):
+    raw_tree(tmp_path)
+    res = slm4ie(args, write_config(tmp_path, DATASETS), check=False)
+    assert res.returncode != 0 and res.stdout == ""
+    assert len(res.stderr.strip().splitlines()) == 1 and says in res.stderr, res.stderr
+
+
+def test_expected_errors_are_one_line_with_what_to_do_and_help_works(tmp_path):
+    config = write_config(tmp_path, DATASETS)  # no raw folder
+    res = slm4ie(["extract", "kas"], config, check=False)
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1
+    assert "raw folder" in res.stderr and "What to do:" in res.stderr
+    bad = write_config(tmp_path, {"kas": {"extractor": "text"}})
+    res = slm4ie(["stats", "kas"], bad, check=False)
+    assert res.returncode == 1 and "datasets.kas.domain: missing" in res.stderr and "Traceback" not in res.stderr
+    for args in (["--help"], ["inspect", "--help"], ["extract", "--help"]):
+        res = slm4ie(args, config)
+        assert res.stdout.startswith("usage: slm4ie")
+    assert not (tmp_path / "out").exists()
+
+
+def slurm_cluster_up() -> bool:
+    try:
+        return subprocess.run(["sinfo", "-h", "-o", "%a"], capture_output=True, text=True, timeout=10).stdout.strip() \
+            .startswith("up")
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.skipif(not slurm_cluster_up(), reason="needs a running Slurm cluster (sinfo); none here")
+def test_the_readme_slurm_array_job_publishes_the_serial_bytes(tmp_path, serial):
+    """deploy/slurm/*.sbatch as the README submits them: an array of 3 slices, then publish after it."""
+    root = tmp_path / "slurm"
+    raw_tree(root)
+    config = write_config(root, DATASETS)
+    deploy = Path(__file__).resolve().parents[2] / "deploy" / "slurm"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "SLM4IE_"))}
+    env.update(SLM4IE_EXTRACT_CONFIG=str(config), SLM4IE=str(SLM4IE))
+    for key in DATASETS:
+        submit = ["sbatch", "--parsable", f"--export=ALL,KEY={key}", "--cpus-per-task=1", f"--chdir={root}",
+                  f"--output={root}/%x-%A_%a.log"]
+        array = subprocess.run([*submit, "--array=1-3", str(deploy / "extract-array.sbatch")], env=env,
+                               capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+        done = subprocess.run([*submit[:-1], f"--output={root}/%x-%j.log", f"--dependency=afterok:{array}", "--wait",
+                               str(deploy / "publish.sbatch")], env=env, capture_output=True, text=True, timeout=600)
+        logs = "\n".join(p.read_text() for p in sorted(root.glob("*.log")))
+        assert done.returncode == 0, logs
+        assert published_bytes(root / "out", key) == published_bytes(serial / "out", key), logs
