@@ -1,8 +1,8 @@
 """Extracting one byte range of a split MaCoCu file with the bytes of one unsplit pass
 (docs/splitting.md; ADDENDUM 4.6, D6, S3, D13).
 
-A range after the first is parsed as: the file's prolog (xml.doc_cuts), comments holding as many
-newlines as the file has before the range (xml.range_source: every line libxml2 reports, in warnings
+A range after the first is parsed as: the file's prolog (doc_cuts), comments holding as many
+newlines as the file has before the range (range_source: every line libxml2 reports, in warnings
 and inside its messages, is then the line of the whole file), the range's bytes, and the root's end
 tag (not for the last range, which reads to the end of the file as one pass does). The first range
 is the file's own beginning plus that end tag.
@@ -21,7 +21,7 @@ come from the careful parse, so they never depend on what lxml delivers with the
 huge_tree (xml.retry): one pass switches to it at the file's first limit hit and keeps it. A range
 starts with it when an earlier one switched; without a limit hit both modes read the same. What
 later ranges need travels in `RangeCounts.tally` as a `RangeState`; a count-only pass, which knows
-nothing of the ranges before it, reads the file before it (xml.doc_log) where its decision depends
+nothing of the ranges before it, reads the file before it (range_log) where its decision depends
 on them (a limit hit).
 """
 
@@ -33,12 +33,12 @@ from lxml import etree
 
 from ...schema import Document
 from ..base import ExtractContext, InputFile
+from ..xml.errors import first_error, is_resource_limit, reason_for
+from ..xml.events import Span, next_careful
+from ..xml.retry import DropGate, _read_failed, stop_message
 from .doc_cuts import Prolog, read_prolog
-from .doc_log import combined_log, earlier_log
-from .errors import first_error, is_resource_limit, reason_for
-from .events import Span, next_careful
+from .range_log import combined_log, earlier_log
 from .range_source import RangeSource
-from .retry import DropGate, _read_failed, stop_message
 
 _FIELD = 1 << 40
 
