@@ -18,7 +18,8 @@ A parse error in a chunk fed whole is read once more with that chunk careful (xm
 same run as reading on to the end of the file where that applies; the drop and the documents kept
 come from the careful parse, so they never depend on what lxml delivers with the error.
 
-huge_tree (xml.retry): one pass switches to it at the file's first limit hit and keeps it. A range
+The passes over a range are xml.retry's driver, the one loop the unsplit path runs too; this module
+gives it the range's hooks. huge_tree: one pass switches to it at the file's first limit hit and keeps it. A range
 starts with it when an earlier one switched; without a limit hit both modes read the same. What
 later ranges need travels in `RangeCounts.tally` as a `RangeState`; a count-only pass, which knows
 nothing of the ranges before it, reads the file before it (range_log) where its decision depends
@@ -26,16 +27,16 @@ on them (a limit hit).
 """
 
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import BinaryIO
 
 from lxml import etree
 
 from ...schema import Document
 from ..base import ExtractContext, InputFile
-from ..xml.errors import first_error, is_resource_limit, reason_for
-from ..xml.events import Span, next_careful
-from ..xml.retry import DropGate, _read_failed, stop_message
+from ..xml.errors import first_error, is_resource_limit
+from ..xml.retry import Drop, Retrying, StreamingPass
 from .doc_cuts import Prolog, read_prolog
 from .range_log import combined_log, earlier_log
 from .range_source import RangeSource
@@ -61,34 +62,9 @@ class RangeState:
         return cls(tally % _FIELD, tally // _FIELD % _FIELD, tally // _FIELD**2 % _FIELD, tally // _FIELD**3)
 
 
-class RangePass(Protocol):
-    """A streaming pass (xml.retry.StreamingPass) whose `error_log` puts the file's log before the
-    range first."""
-
-    def run(self, fh, huge: bool, careful: Span | None = None) -> Iterator[Document]: ...
-
-    @property
-    def error_log(self): ...
-
-    @property
-    def unread(self) -> Span | None: ...
-
-    def in_progress(self) -> str | None: ...
-
-
-MakePass = Callable[[Callable, list, bool], RangePass]  # (drop, the file's log before the range, ends the file)
-
-
-class _ShiftedGate(DropGate):
-    """A DropGate for a range: the parse reports the file's lines, `ExtractContext.drop` adds the
-    lines before the range, so they are taken off here."""
-
-    def __init__(self, ctx: ExtractContext, file: InputFile, replayed: int):
-        super().__init__(ctx, file, replayed)
-        self.shift = ctx.before.lines
-
-    def __call__(self, reason: str, message: str, line=None) -> None:
-        super().__call__(reason, message, line - self.shift if isinstance(line, int) else line)
+# a pass over a range (doc_pass.MacocuPass): (drop, the file's log before the range, ends the file); its
+# `error_log` puts that earlier log first
+MakePass = Callable[[Drop, list, bool], StreamingPass]
 
 
 def extract_doc_range(ctx: ExtractContext, file: InputFile, make_pass: MakePass) -> Iterator[Document]:
@@ -105,82 +81,54 @@ def extract_doc_range(ctx: ExtractContext, file: InputFile, make_pass: MakePass)
         ctx.tally = RangeState(stopped=1).pack()
         return
     with fh:
-        yield from _RangeRun(ctx, file, fh, make_pass, before).documents()
+        yield from _RangeRetrying(ctx, file, fh, make_pass, before).range_documents()
 
 
-class _RangeRun:
-    """The passes over one range: bounded by the range's end, then (after an error) on to the end
-    of the file; with default limits, then huge_tree."""
+class _RangeRetrying(Retrying):
+    """The retry driver (xml.retry) over one range: bounded by the range's end, then (after an
+    error) on to the end of the file; with default limits, then huge_tree. Its hooks give the
+    range's bytes, the file's log where a decision needs it, and the RangeState for later ranges."""
 
     def __init__(self, ctx: ExtractContext, file: InputFile, fh: BinaryIO, make_pass: MakePass, before: RangeState):
+        # the pass is made when the driver asks (new_pass), with the earlier log and to_end of then
+        super().__init__(ctx, file, lambda drop: make_pass(drop, self.earlier or [], self.to_end),
+                         huge=before.huge > 0, kept_before=before.yielded, shift=ctx.before.lines)
         assert file.range is not None
-        self.ctx, self.file, self.fh, self.make_pass, self.before = ctx, file, fh, make_pass, before
+        self.fh, self.before = fh, before
         self.range = file.range
         self.to_end = self.range.is_last
-        self.huge = before.huge > 0
-        self.switched = False  # this range turned huge_tree on
         self.earlier: list | None = None  # the file's log before the range, once needed
-        self.delivered = 0
-        self.careful: Span | None = None  # of the range's source (xml.events)
+        self.prolog = Prolog(b"", 0, b"")  # read first, by range_documents
 
-    def documents(self) -> Iterator[Document]:
+    def range_documents(self) -> Iterator[Document]:
         try:
             prolog = read_prolog(self.fh)
         except OSError as exc:
-            return self._stop_read_failed(exc)
+            return self.read_failed(exc)
         if prolog is None:
             self.ctx.drop("unreadable_file", self.file, "changed since it was split (no prolog); range skipped")
             self.ctx.tally = RangeState(stopped=1).pack()
             return
-        dropped = 0
-        while True:
-            gate = _ShiftedGate(self.ctx, self.file, dropped)
-            if self.to_end and self.before.logged and self.earlier is None:
-                self.earlier = earlier_log(self.fh, prolog, self.range.start)[0]
-            extraction = self.make_pass(gate, self.earlier or [], self.to_end)
-            produced = 0
-            try:
-                for doc in extraction.run(self._source(prolog), self.huge, self.careful):
-                    produced += 1
-                    if produced > self.delivered:
-                        self.delivered = produced
-                        yield doc
-            except etree.ParseError as exc:
-                if self._retry(extraction, exc, prolog):
-                    dropped = max(dropped, gate.seen)  # a parse may stop before the drops of an earlier one
-                    continue
-                return
-            except OSError as exc:
-                return self._stop_read_failed(exc)
-            self._state(extraction.error_log, stopped=self.to_end)
-            return
+        self.prolog = prolog
+        yield from self.documents()
 
-    def _retry(self, extraction: RangePass, exc: etree.ParseError, prolog: Prolog) -> bool:
-        """What a parse error does: a huge_tree retry, reading on to the end of the file (and the
-        chunk with the error carefully), reading that chunk carefully, or the stop of the file
-        (reported by the pass that read to its end, S3)."""
-        log, went_huge = self._decision_log(extraction, exc, prolog)
-        line, code, message = first_error(log, exc)
-        if not self.huge and (went_huge or is_resource_limit(code, message)):
-            self.huge = self.switched = True
-            self.careful = None
-            return True
-        again = next_careful(extraction.unread, self.careful)
-        if again is not None:
-            self.careful = again  # the same bytes come first when reading on: the span stays valid
-        if not self.to_end and not self.ctx.counting:
-            self.to_end = True  # read on as one pass would
-            return True
-        if again is not None:
-            return True
-        if self.to_end:
-            shifted = line - self.ctx.before.lines if isinstance(line, int) else line
-            kept = self.before.yielded + self.delivered
-            self.ctx.drop(reason_for(code), self.file, stop_message(message, kept, extraction.in_progress()), shifted)
-        self._state(None, stopped=True)
-        return False
+    def new_pass(self, drop: Drop) -> StreamingPass:
+        if self.to_end and self.before.logged and self.earlier is None:
+            self.earlier = earlier_log(self.fh, self.prolog, self.range.start)[0]
+        return super().new_pass(drop)
 
-    def _decision_log(self, extraction: RangePass, exc: etree.ParseError, prolog: Prolog) -> tuple[list, bool]:
+    def open(self) -> nullcontext[RangeSource]:
+        """The prolog (not for the first range), padding to the range's first line, the range's
+        bytes (on to the end of the file once reading on) and the root's end tag (not then)."""
+        first = self.range.index == 0
+        prolog = self.prolog
+        head = b"" if first else prolog.data
+        pad = 0 if first else max(0, self.ctx.before.lines - prolog.newlines)
+        end = None if self.to_end else self.range.end
+        return nullcontext(RangeSource(self.fh, head, pad, 0 if first else self.range.start, end,
+                                       b"" if self.to_end else prolog.close))
+
+    def decision_log(self, extraction: StreamingPass, exc: etree.ParseError) -> tuple[list, bool]:
         """The log whose first error decides (xml.retry), and whether one pass would already read
         with huge_tree here. An extraction knows the latter (`RangeState.huge`) and needs the
         file's log before the range only for a limit hit (an earlier error makes it a stop). A
@@ -194,22 +142,28 @@ class _RangeRun:
             code, message = first_error(own, exc)[1:]
             if not (self.before.logged and is_resource_limit(code, message)):
                 return own, False
-        self.earlier, went_huge = earlier_log(self.fh, prolog, self.range.start)
+        self.earlier, went_huge = earlier_log(self.fh, self.prolog, self.range.start)
         return combined_log(self.earlier, own), went_huge
 
-    def _source(self, prolog: Prolog) -> RangeSource:
-        first = self.range.index == 0
-        head = b"" if first else prolog.data
-        pad = 0 if first else max(0, self.ctx.before.lines - prolog.newlines)
-        end = None if self.to_end else self.range.end
-        return RangeSource(self.fh, head, pad, 0 if first else self.range.start, end,
-                           b"" if self.to_end else prolog.close)
+    def read_on(self) -> bool:
+        """Any error in a range that is not the last reads on to the end of the file, as one pass
+        would; a count-only pass does not (it counts up to the error)."""
+        if not self.to_end and not self.ctx.counting:
+            self.to_end = True
+            return True
+        return False
+
+    def reports_stop(self) -> bool:
+        return self.to_end
+
+    def finished(self, extraction: StreamingPass) -> None:
+        self._state(extraction.error_log, stopped=self.to_end)
+
+    def stopped(self) -> None:
+        self._state(None, stopped=True)
 
     def _state(self, log, stopped: bool) -> None:
         """`ctx.tally` for the ranges after this one; `log` is the pass's (the earlier log first)."""
         logged = max(0, len(log) - len(self.earlier or [])) if log is not None else 0
-        self.ctx.tally = RangeState(self.delivered, logged, int(self.switched), int(stopped)).pack()
-
-    def _stop_read_failed(self, exc: OSError) -> None:
-        _read_failed(self.ctx, self.file, exc, self.before.yielded + self.delivered)
-        self._state(None, stopped=True)
+        switched = self.huge and not self.before.huge  # this range turned huge_tree on
+        self.ctx.tally = RangeState(self.delivered, logged, int(switched), int(stopped)).pack()
