@@ -101,6 +101,8 @@ class _RangeRetrying(Retrying):
         self.prolog = Prolog(b"", 0, b"")  # read first, by range_documents
 
     def range_documents(self) -> Iterator[Document]:
+        """The driver's documents, once the prolog every pass re-parses is read (a file whose
+        prolog no longer reads as planned has changed since it was split: the range is skipped)."""
         try:
             prolog = read_prolog(self.fh)
         except OSError as exc:
