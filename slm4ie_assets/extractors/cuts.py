@@ -1,7 +1,7 @@
 """Planning where a file over `split_bytes` is cut (docs/splitting.md): the walk over the nominal
 cuts `k * split_bytes` and the small overlapping windows read near each one. Shared by the
 byte-pattern planner (`split.plan_cuts`: blank lines, lines, newdoc blocks) and macocu's `<doc>`
-planner (`xml.doc_cuts`); each supplies only how a boundary is found in a window."""
+planner (`macocu.doc_cuts`); each supplies only how a boundary is found in a window."""
 
 from collections.abc import Callable, Iterator
 from typing import BinaryIO

@@ -13,7 +13,7 @@ EXTRACTORS: dict[str, str] = {
     "json": "json:JsonExtractor",
     "conllu": "conllu:ConlluExtractor",
     "tei": "tei.extractor:TeiExtractor",
-    "macocu": "macocu:MacocuExtractor",
+    "macocu": "macocu.extractor:MacocuExtractor",
     "coleslaw": "coleslaw:ColeslawExtractor",
     "huggingface": "huggingface:HuggingfaceExtractor",
 }

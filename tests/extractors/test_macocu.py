@@ -9,7 +9,8 @@ from pathlib import Path
 from lxml import etree
 
 from slm4ie_assets.extractors.base import ExtractContext, InputFile
-from slm4ie_assets.extractors.macocu import DOC_METADATA_KEYS, MacocuExtractor, _release
+from slm4ie_assets.extractors.macocu.doc_pass import DOC_METADATA_KEYS, _release
+from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
 from support.extraction import Result, extract_raw
 from support.files import ordered
 
@@ -290,7 +291,7 @@ def test_peak_memory_does_not_grow_with_file_size(tmp_path):
         import resource, sys
         from pathlib import Path
         from slm4ie_assets.extractors.base import ExtractContext, InputFile
-        from slm4ie_assets.extractors.macocu import MacocuExtractor
+        from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
         path = Path(sys.argv[1])
         n = sum(1 for _ in MacocuExtractor().extract(InputFile(path, path.name), ExtractContext("m", path.parent)))
         print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

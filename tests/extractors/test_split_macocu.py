@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from extractors.test_split_formats import Output, assert_same, extract
 from slm4ie_assets.extractors.base import MAX_WARNINGS_KEPT, DropLedger, ExtractContext, InputFile, RangeCounts
-from slm4ie_assets.extractors.macocu import MacocuExtractor
-from slm4ie_assets.extractors.xml.doc_cuts import plan_doc_cuts
-from slm4ie_assets.extractors.xml.doc_ranges import RangeState
+from slm4ie_assets.extractors.macocu.doc_cuts import plan_doc_cuts
+from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
+from slm4ie_assets.extractors.macocu.ranges import RangeState
 from slm4ie_assets.split import count_range, range_files
 
 HEAD = ('\ufeff<?xml version="1.0" encoding="UTF-8"?>\r\n<!DOCTYPE corpus SYSTEM "macocu.dtd" [\r\n'

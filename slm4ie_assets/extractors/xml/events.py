@@ -12,9 +12,9 @@ libxml2's push parser handles an end tag as soon as its `>` has been fed, so the
 
 What a raising feed costs is the events of its own piece before the error. A raising `close()`
 costs nothing (every piece was fed cleanly and read). For a raising feed of a whole chunk, the
-chunk's byte span is kept (`unread`), and the caller (xml.retry, xml.doc_ranges) parses the file
-again from the start with that span `careful`: there the bytes are fed in pieces that each end just
-after a `>`, so every end tag is fed, and read, in a feed of its own. The piece that raises holds
+chunk's byte span is kept (`unread`), and the caller (xml.retry's driver) parses the file again
+from the start with that span `careful`: there the bytes are fed in pieces that each end just after
+a `>`, so every end tag is fed, and read, in a feed of its own. The piece that raises holds
 nothing closed before the error: all its bytes lie before its only `>`, so whatever it would close
 closes at or after the error. Errors are rare, so only a broken file pays: its bytes up to the
 error parsed twice (a 22 MB file broken near its end: 1.6-1.9x the time of the sound one), the chunk

@@ -12,10 +12,10 @@ from typing import BinaryIO
 
 from lxml import etree
 
+from ..xml.errors import first_error, is_resource_limit
+from ..xml.events import FeedEvents
+from ..xml.parser import parser_options
 from .doc_cuts import Prolog
-from .errors import first_error, is_resource_limit
-from .events import FeedEvents
-from .parser import parser_options
 from .range_source import RangeSource
 
 LOG_CAP = 100  # libxml2 keeps this many warnings (and, apart, errors) per parse

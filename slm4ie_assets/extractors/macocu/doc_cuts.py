@@ -9,7 +9,7 @@ windows near each nominal cut `k * split_bytes`, never the whole file.
 
 A cut is placed at a `<doc` (followed by whitespace, `>` or `/`) right after a `</doc>` and
 whitespace. Bytes alone cannot tell whether the parser is at depth 1 there (not inside a comment,
-CDATA section, PI or a nested `<doc>`, D13): the extraction checks it (xml.doc_ranges: a range ends
+CDATA section, PI or a nested `<doc>`, D13): the extraction checks it (macocu.ranges: a range ends
 with a synthetic close of the root, which only parses cleanly at depth 1), and a range whose end is
 not such a point reads on to the end of the file, as one pass would. A file whose prolog is unusual
 stays whole: no `<doc` in its head, an encoding that is not ASCII-compatible (the byte patterns and
@@ -26,8 +26,8 @@ from typing import BinaryIO
 from lxml import etree
 
 from ..cuts import WINDOW, walk_nominal_cuts, windows
-from .events import FeedEvents
-from .parser import parser_options
+from ..xml.events import FeedEvents
+from ..xml.parser import parser_options
 
 HEAD_LIMIT = 1 << 20  # the prolog must end in the file's first MiB
 _OVERLAP = 256  # windows overlap so a cut across two reads is still seen

@@ -1,38 +1,19 @@
-"""macocu: the MaCoCu monolingual XML, `<doc>` elements of `<p>` paragraphs, streamed.
-
-ADDENDUM 4.6 with DECISIONS D6/S3 (a parse error or bad bytes keep the documents closed before
-it and skip the rest of the file, counted; what closed before it is read as xml.events says, the
-same under every lxml release) and D13 (a nested `<doc>` or `<p>` belongs to the
-outermost one, so no text is emitted twice). Memory stays bounded by one `<doc>`: each finished
-element is cleared and detached from the tree together with everything before it. Parser limits
-and errors are shared with tei (xml.retry): a file over libxml2's default limits (text nodes of
-10 MB, nesting of 256) is read again with huge_tree, bounded as tei is.
-
-Security: no DTD is loaded, nothing is fetched from the network and no entity is expanded, so no
-external entity is ever read. Entities as in tei: a reference to an entity the file declares
-(internal or SYSTEM) is left out of the text and counted as `unexpanded_entity`; a reference to an
-undeclared one (under a DOCTYPE whose external DTD is not loaded) stays verbatim in the text and
-is counted per file as `undefined_entity` (ADDENDUM 4.6 Errors).
-
-Splitting (docs/splitting.md): a file over `split_bytes` is cut at top-level `<doc>` elements
-(xml.doc_cuts) and each range is parsed with the file's own prolog (xml.doc_ranges), giving the
-bytes of one pass: documents, ids, drops, warnings and their lines, the per-file entity counts.
+"""One streaming parse of a MaCoCu file: top-level `<doc>` elements of `<p>` paragraphs become
+Documents (ADDENDUM 4.6; D13: a nested `<doc>` or `<p>` belongs to the outermost one, so no text is
+emitted twice). Memory stays bounded by one `<doc>`: each finished element is cleared and detached
+from the tree together with everything before it. Entities as in tei (xml.text): a declared one is
+left out of the text and counted, an undeclared one stays verbatim and is counted per file.
 """
 
 from collections.abc import Iterator
 
 from lxml import etree
 
-from ..schema import Document
-from .base import ExtractContext, Extractor, InputFile
-from .reading import read_raw
-from .xml.doc_cuts import plan_doc_cuts
-from .xml.doc_log import combined_log
-from .xml.doc_ranges import extract_doc_range
-from .xml.events import FeedEvents, Span
-from .xml.parser import parser_options
-from .xml.retry import extract_with_retry
-from .xml.text import TextCollector, report_unexpanded
+from ...schema import Document
+from ..xml.events import FeedEvents, Span
+from ..xml.parser import parser_options
+from ..xml.text import TextCollector, report_unexpanded
+from .range_log import combined_log
 
 DOC_METADATA_KEYS = ("title", "crawl_date", "lang_distr", "url", "domain", "file_type", "lm_score")
 
@@ -118,7 +99,7 @@ class MacocuPass:
         self.drop = drop  # drop(reason, message, line=None)
         self.ends_file = ends_file  # the per-file `undefined_entity` count is reported at the file's end
         self.events: FeedEvents | None = None
-        # a range of a split file: libxml2's log of the file before the range (xml.doc_ranges)
+        # a range of a split file: libxml2's log of the file before the range (ranges)
         self.earlier = earlier or []
 
     @property
@@ -171,23 +152,3 @@ class MacocuPass:
             self.drop("undefined_entity", f"{len(undefined)} undefined entity reference(s), first: "
                                           f"{first.message.strip()}; kept verbatim in text, an attribute holding "
                                           "one is empty", first.line)
-
-
-class MacocuExtractor(Extractor):
-    name = "macocu"
-    patterns = (".xml",)
-    split_at = "doc"  # top-level <doc> elements, cut by plan_ranges (docs/splitting.md)
-
-    def plan_ranges(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
-        return plan_doc_cuts(file.path, size, split_bytes)
-
-    def lines_in_range(self, file: InputFile) -> int:
-        """The range's lines as libxml2 numbers them: newline bytes only (a lone carriage return,
-        a line end of ADDENDUM 3.2, starts no line for it; a CRLF is one)."""
-        return sum(raw.count(b"\n") for raw in read_raw(file, 1 << 22))
-
-    def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
-        if file.range is None:
-            yield from extract_with_retry(ctx, file, MacocuPass)
-        else:
-            yield from extract_doc_range(ctx, file, MacocuPass)
