@@ -16,6 +16,7 @@ from .catalog import FORMAT_VERSION, DatasetSpec
 from .document_encoder import Drop, encode_document
 from .extractors.base import FILE_START, DropLedger, ExtractContext, Extractor, InputFile, RangeCounts, is_input_error
 from .gzipio import ChunkWriter, fsync_file
+from .input_stamps import InputChanged, changed_entry, describe_change, stamp_of
 from .length_stats import LengthCounter, LengthStats
 from .part_meta import PartMeta
 from .schema import Document
@@ -198,6 +199,15 @@ def _extract_file(writer: PartWriter, extractor: Extractor, file: InputFile) -> 
                             f"{writer.file_docs} document(s) read before it, skipped the rest of the file")
 
 
+def check_inputs_unchanged(dataset: str, shard: Shard) -> None:
+    """Raise InputChanged, naming the file, when an input's stat differs from the plan's (a write,
+    a rename over it, a removal), so the part read from it is never committed."""
+    for file, planned in zip(shard.files, shard.stamps, strict=False):
+        inner = changed_entry(planned, stamp_of(file.path))
+        if inner is not None:
+            raise InputChanged(describe_change(dataset, file.rel, inner), file.rel)
+
+
 def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
                progress: Progress | None = None, before: RangeCounts = FILE_START) -> PartMeta:
     """Extract one shard into its part files and commit them with the meta file; a range of a
@@ -216,6 +226,7 @@ def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, st
             writer.files_done += 1
             if progress is not None:
                 progress(writer.docs, writer.text_bytes, writer.files_done)
+        check_inputs_unchanged(spec.key, shard)
         meta = writer.commit()
     except BaseException:
         writer.abort()

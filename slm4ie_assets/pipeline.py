@@ -18,6 +18,7 @@ from .assembly import VersionStager
 from .catalog import Catalog, DatasetSpec
 from .extractors.base import FILE_START, Extractor, InputFile, RangeCounts
 from .extractors.registry import make_extractor
+from .input_stamps import InputChanged
 from .locked_parts import PartOutcome, outcome_message, write_part_in_worker, write_part_locked
 from .locks import LockTimeout, dataset_lock
 from .manifest import Manifest
@@ -144,7 +145,11 @@ def extract_parts(spec: DatasetSpec, shards: list[Shard], workers: int = 1, log:
     if not shards:
         return []
     with dataset_lock(lock_path(spec), spec.key, log=log, shared=True):
-        return _extract_parts_held(spec, shards, workers, log, on_part, progress_seconds, force, on_current)
+        try:
+            return _extract_parts_held(spec, shards, workers, log, on_part, progress_seconds, force, on_current)
+        except InputChanged as exc:  # no part of this run read from the file's old state may stay
+            DatasetStore(spec).uncommit(s.key for s in shards if any(f.rel == exc.rel for f in s.files))
+            raise
 
 
 def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, log: Log | None,

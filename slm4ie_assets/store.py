@@ -119,6 +119,13 @@ class DatasetStore:
         return (meta is not None and meta.shard == shard.key and meta.fingerprint == shard.fingerprint
                 and meta.recipe == self.spec.recipe)
 
+    def uncommit(self, shard_keys: Iterable[str]) -> None:
+        """Withdraw parts by removing their metas (the next clean-up removes their files): the parts
+        a run committed from a file that then changed under it (input_stamps.py). Their fingerprints
+        may equal the new state's, so only their absence keeps them out of a later publish."""
+        for key in shard_keys:
+            self.part_paths(key).meta.unlink(missing_ok=True)
+
     # --- published
     def published_manifest(self) -> Manifest | None:
         try:

@@ -1,0 +1,89 @@
+"""Raw inputs as they really arrive (issue 20): files changed while a run reads them, names that
+are not UTF-8, broken archives, inputs still being written. Every test runs the real pipeline on
+real files; the writers are real file-system operations made while the run is in progress."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.input_stamps import InputChanged
+from slm4ie_assets.pipeline import extract_and_publish, extract_dataset, plan_dataset
+from support.files import read_jsonl, write_config, write_files
+
+
+def jsonl(version: str, docs: int) -> bytes:
+    return b"".join(json.dumps({"id": f"{version}{i:05d}", "text": f"{version} document {i:05d}"}).encode() + b"\n"
+                    for i in range(docs))
+
+
+def catalog_for(root: Path, entry: dict, **top):
+    return load_catalog(write_config(root, {"d": {"extractor": "jsonl", "domain": "t", **entry}}, **top))
+
+
+def published_text(root: Path) -> bytes:
+    return (root / "out" / "d.jsonl").read_bytes()
+
+
+# ----------------------------------------------------------------------------- change during a run
+
+
+def _replace_by_rename(path: Path, data: bytes) -> None:
+    tmp = path.with_name(".incoming")
+    tmp.write_bytes(data)
+    st = path.stat()
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size and mtime: only inode and ctime tell
+    os.replace(tmp, path)
+
+
+def _rewrite_in_place(path: Path, data: bytes) -> None:
+    st = path.stat()
+    with open(path, "r+b") as fh:
+        fh.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size and mtime: only ctime tells
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("change", [_replace_by_rename, _rewrite_in_place])
+def test_a_file_changed_after_its_first_range_fails_the_run_and_publishes_nothing_mixed(tmp_path, change, workers):
+    raw = tmp_path / "raw" / "d"
+    write_files(raw, {"a.jsonl": jsonl("OLD", 400)})
+    catalog = catalog_for(tmp_path, {}, split_bytes=2048)
+    spec = catalog.dataset("d")
+    extract_dataset(spec, catalog)
+    before = published_text(tmp_path)
+    assert before.count(b"OLD") == 800
+    (raw / "a.jsonl").write_bytes(jsonl("MID", 400))  # a new state the next run plans
+    plan = plan_dataset(spec, workers=workers)
+    assert len(plan.stale) > 3
+    changed = []
+
+    def on_part(shard, meta):  # a real writer, the moment the run has committed its first part
+        if not changed:
+            changed.append(shard.key)
+            change(raw / "a.jsonl", jsonl("NEW", 400))
+
+    with pytest.raises(InputChanged, match=r"d/a\.jsonl: the input changed while this run read it"):
+        extract_and_publish(plan, on_part=on_part)
+    assert changed
+    assert published_text(tmp_path) == before  # the old version stays, never a mix
+    again = extract_dataset(spec, catalog)  # the next run plans the file as it is now
+    lines = read_jsonl(tmp_path / "out" / "d.jsonl")
+    assert {r["text"].split()[0] for r in lines} == {"NEW"} and len(lines) == 400
+    assert again.manifest is not None and again.manifest.drops == {}
+
+
+def test_a_file_removed_during_a_group_shard_names_it(tmp_path):
+    raw = tmp_path / "raw" / "d"
+    write_files(raw, {f"f{i:02d}.jsonl": jsonl(f"F{i:02d}", 3) for i in range(6)})
+    catalog = catalog_for(tmp_path, {}, shard_group_threshold=1)
+    spec = catalog.dataset("d")
+    plan = plan_dataset(spec, force=True, group_threshold=1)
+    assert any(len(s.files) > 1 for s in plan.shards)
+    last = max((f for s in plan.shards for f in s.files), key=lambda f: f.rel)
+    os.unlink(last.path)
+    with pytest.raises(InputChanged, match=rf"d/{last.rel}: the input changed"):
+        extract_and_publish(plan)
+    assert not (tmp_path / "out" / "d.jsonl").exists()
