@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..catalog import ArchiveLimits
-from ..extractors.base import sort_key
+from ..extractors.base import escaped_name, sort_key
 from ..fswalk import walk
 from .errors import ArchiveError, SkipArchive
 from .formats import unpack_into
@@ -63,13 +63,14 @@ class _Run:
         return f"{self.raw_dir.name}/{rel}"
 
     def warn(self, message: str) -> None:
+        message = escaped_name(message)  # a name that is not UTF-8 is shown with \xNN escapes
         self.report.warnings.append(message)
         if self._log is not None:
             self._log(f"WARNING {message}")
 
     def info(self, message: str) -> None:
         if self._log is not None:
-            self._log(message)
+            self._log(escaped_name(message))
 
     # -- the loop
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
+from ..extractors.base import escaped_name
 from ..gzipio import ChunkWriter
 from .errors import ArchiveError, SkipArchive, WriteFailure
 from .names import temp_name
@@ -175,7 +176,7 @@ class Staging:
         now = time.monotonic()
         if self._log is not None and now - self._last_progress >= PROGRESS_EVERY:
             self._last_progress = now
-            self._log(f"{self.where}: {self.written / 1e6:.0f} MB unpacked so far")
+            self._log(escaped_name(f"{self.where}: {self.written / 1e6:.0f} MB unpacked so far"))
 
     def _os_failure(self, exc: OSError, path: Path, name: str) -> NoReturn:
         if exc.errno in _PLACEMENT_ERRNOS:

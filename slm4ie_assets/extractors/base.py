@@ -290,6 +290,10 @@ def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = No
                 raise item.type_error
             if not entry.name.endswith(suffixes):
                 continue
+            if not is_utf8_name(rel):  # D6: counted, never a crash in keys, metas or the UI
+                if unreadable is not None:
+                    unreadable.append(f"{escaped_name(rel)}: {NOT_UTF8}; not extracted")
+                continue
             if entry.is_file(follow_symlinks=True):
                 found.append(InputFile(Path(entry.path), rel))
                 continue
@@ -302,6 +306,24 @@ def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = No
             unreadable.append(f"{rel}: not a regular file ({_file_kind(mode)}); not extracted")
     found.sort(key=lambda f: sort_key(f.rel))
     return found
+
+
+NOT_UTF8 = "the name is not valid UTF-8 (made on another code page?); rename the file to UTF-8"
+
+
+def is_utf8_name(name: str) -> bool:
+    """False for a name the OS gave back with undecodable bytes (surrogate escapes): it cannot go
+    into a shard key, a part meta, a partition key or a log line."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def escaped_name(name: str) -> str:
+    """A name with its undecodable bytes written as `\\xNN`: shown to users, lossless, always UTF-8."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def unreadable_reason(entry: os.DirEntry, exc: OSError) -> str:

@@ -24,7 +24,18 @@ from typing import Any
 
 from ..schema import Document
 from .arrow_dir import ArrowSplit, load_folder, plan_row_cuts
-from .base import Discovery, ExtractContext, Extractor, Fingerprint, InputFile, sort_key, unreadable_reason
+from .base import (
+    NOT_UTF8,
+    Discovery,
+    ExtractContext,
+    Extractor,
+    Fingerprint,
+    InputFile,
+    escaped_name,
+    is_utf8_name,
+    sort_key,
+    unreadable_reason,
+)
 from .records import probe_id
 
 NATURAL_ID_KEYS = ("id", "_id", "docid", "doc_id", "uid", "url")
@@ -128,7 +139,11 @@ class HuggingfaceExtractor(Extractor):
         with os.scandir(root) as entries:
             for entry in entries:
                 try:
-                    if entry.is_dir():
+                    if not is_utf8_name(entry.name):  # D6: counted, never a crash in keys or metas
+                        if entry.is_dir() or entry.is_symlink():
+                            unreadable.append(f"{escaped_name(entry.name)}: {NOT_UTF8}; not read as a config "
+                                              "directory")
+                    elif entry.is_dir():
                         found.append(InputFile(Path(entry.path), entry.name))
                     elif entry.is_symlink():
                         os.stat(entry.path)  # raises for a broken link or a loop; a link to a file is ignored

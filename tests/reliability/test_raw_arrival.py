@@ -2,16 +2,21 @@
 are not UTF-8, broken archives, inputs still being written. Every test runs the real pipeline on
 real files; the writers are real file-system operations made while the run is in progress."""
 
+import io
 import json
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
 
+from slm4ie_assets.assets import extracted_key
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.input_stamps import InputChanged
-from slm4ie_assets.pipeline import extract_and_publish, extract_dataset, plan_dataset
+from slm4ie_assets.pipeline import StrictModeViolation, extract_and_publish, extract_dataset, plan_dataset
+from support.dagster_project import DagsterProject, output_metadata
 from support.files import read_jsonl, write_config, write_files
+from support.watcher import Watcher
 
 
 def jsonl(version: str, docs: int) -> bytes:
@@ -87,3 +92,59 @@ def test_a_file_removed_during_a_group_shard_names_it(tmp_path):
     with pytest.raises(InputChanged, match=rf"d/{last.rel}: the input changed"):
         extract_and_publish(plan)
     assert not (tmp_path / "out" / "d.jsonl").exists()
+
+
+# ----------------------------------------------------------------------------- names not UTF-8
+
+
+def cp1250_tar(path: Path) -> None:
+    """A tar made on a cp1250 system: `račun.txt` is stored with the byte 0xE8."""
+    data = b"racun iz arhiva\n"
+    with tarfile.open(path, "w:gz", format=tarfile.GNU_FORMAT, encoding="cp1250") as tar:
+        info = tarfile.TarInfo("ra\u010dun.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
+def odd_names_raw(raw: Path) -> None:
+    raw.mkdir(parents=True)
+    write_files(raw, {"ok.txt": "dober dan\n"})
+    cp1250_tar(raw / "old.tar.gz")
+    Path(os.fsdecode(os.path.join(os.fsencode(raw), b"bad\xffname.txt"))).write_bytes(b"x\n")
+    folder = os.path.join(os.fsencode(raw), b"mapa\xe8")
+    os.mkdir(folder)
+    Path(os.fsdecode(os.path.join(folder, b"in.txt"))).write_bytes(b"y\n")
+
+
+ESCAPED = {"ra\\xe8un.txt", "bad\\xffname.txt", "mapa\\xe8/in.txt"}
+
+
+def test_names_that_are_not_utf8_are_counted_skips_with_escapes_and_the_rest_is_published(tmp_path):
+    odd_names_raw(tmp_path / "raw" / "d")
+    catalog = load_catalog(write_config(tmp_path, {"d": {"extractor": "text", "domain": "t"}}))
+    report = extract_dataset(catalog.dataset("d"), catalog)
+    assert [r["text"] for r in read_jsonl(tmp_path / "out" / "d.jsonl")] == ["dober dan"]
+    assert report.manifest is not None and report.manifest.drops == {"unreadable_path": 3}
+    named = {w.split(": ", 1)[0].removeprefix("d/") for w in report.manifest.discovery_warnings}
+    assert named == ESCAPED
+    assert all("not valid UTF-8" in w for w in report.manifest.discovery_warnings)
+    strict = load_catalog(write_config(tmp_path, {"d": {"extractor": "text", "domain": "t", "strict": True}}))
+    with pytest.raises(StrictModeViolation, match="unreadable_path: 3"):
+        extract_dataset(strict.dataset("d"), strict, force=True)
+
+
+def test_names_that_are_not_utf8_through_dagster_sensor_and_partitions(tmp_path, instance):
+    odd_names_raw(tmp_path / "raw" / "kas")
+    project = DagsterProject(tmp_path, {"kas": {"extractor": "text", "domain": "t"}})
+    watcher = Watcher(project, instance)
+    data = watcher.tick()  # unpacks the tar, plans, registers partitions: no error
+    assert watcher.partitions() == ["ok.txt"]
+    for request in data.run_requests:
+        project.execute(instance, request)
+    result = project.publish(instance, "kas")
+    assert result.success
+    meta = output_metadata(result, extracted_key("kas"))
+    assert meta["skipped_items"] == 3
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert checks["no_drops"].passed is False
+    assert checks["no_drops"].metadata["drop_ledger"].value == {"unreadable_path": 3}
