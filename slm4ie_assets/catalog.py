@@ -28,7 +28,7 @@ _TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "
              "max_shards_per_run"}
 _DATASET_KEYS = {"extractor", "domain", "metadata", "strict", "watch", "watch_interval", "schedule", "owners",
                  "split_bytes", "max_shards_per_run"}
-_ARCHIVE_KEYS = {"max_ratio", "max_bytes"}
+_ARCHIVE_KEYS = {"max_ratio", "max_bytes", "max_members"}
 DEFAULT_SPLIT_BYTES = 256 * 1024**2  # a file over this is extracted as several ranges (docs/splitting.md)
 # 0: a backfill of shards/<key> is one run per contiguous key range (the in-run pool uses the cores);
 # N: runs of at most N shards, which the run queue runs side by side (D24)
@@ -44,6 +44,7 @@ class CatalogError(ValueError):
 class ArchiveLimits:
     max_ratio: float = 50.0
     max_bytes: int = 200 * 1024**3
+    max_members: int = 200_000  # files and folders in one archive (each costs an inode and a state entry)
 
 
 @dataclass(frozen=True)
@@ -243,7 +244,7 @@ def _archive_limits(arch: Any, problems: _Problems) -> ArchiveLimits:
         problems.add(("archives",), "expected a mapping with max_ratio and/or max_bytes")
         return limits
     for k in sorted(set(arch) - _ARCHIVE_KEYS, key=str):
-        problems.add(("archives", k), "unknown key (allowed: max_ratio, max_bytes)")
+        problems.add(("archives", k), "unknown key (allowed: max_ratio, max_bytes, max_members)")
     ratio = arch.get("max_ratio", limits.max_ratio)
     mbytes = arch.get("max_bytes", limits.max_bytes)
     if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or ratio <= 0:
@@ -252,7 +253,11 @@ def _archive_limits(arch: Any, problems: _Problems) -> ArchiveLimits:
     if not _is_int(mbytes) or mbytes <= 0:
         problems.add(("archives", "max_bytes"), f"expected a positive whole number, got {mbytes!r}")
         mbytes = limits.max_bytes
-    return ArchiveLimits(float(ratio), int(mbytes))
+    members = arch.get("max_members", limits.max_members)
+    if not _is_int(members) or members <= 0:
+        problems.add(("archives", "max_members"), f"expected a positive whole number, got {members!r}")
+        members = limits.max_members
+    return ArchiveLimits(float(ratio), int(mbytes), int(members))
 
 
 def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: _Problems,

@@ -87,16 +87,18 @@ def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None) -> "Arch
 
 
 def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
-                 group_threshold: int = DEFAULT_GROUP_THRESHOLD, progress_seconds: float | None = None) -> DatasetPlan:
+                 group_threshold: int = DEFAULT_GROUP_THRESHOLD, progress_seconds: float | None = None,
+                 archive_drops: Sequence[str] = ()) -> DatasetPlan:
+    """`archive_drops`: the ledger lines of the unpack before it (`ArchiveReport.drops`)."""
     require_raw_dir(spec)
     extractor = make_extractor(spec.extractor, spec.options)
     discovery = extractor.list_inputs(spec.raw_dir)
-    # D6: raw entries named like inputs that cannot be read
-    unreadable = [f"{spec.key}/{entry} [unreadable_path]" for entry in discovery.unreadable]
+    # D6: skipped archives and members, then raw entries named like inputs that cannot be read
+    unreadable = list(archive_drops) + [f"{spec.key}/{entry} [unreadable_path]" for entry in discovery.unreadable]
     shards = plan_shards(extractor, discovery.files, group_threshold, spec.split_bytes)  # docs/splitting.md
     store = DatasetStore(spec)
     stale = [s for s in shards if force or not store.part_is_current(s)]
-    up_to_date = not force and not stale and store.is_published(shards)
+    up_to_date = not force and not stale and store.is_published(shards, unreadable)
     return DatasetPlan(spec, shards, stale, up_to_date, force, workers, unreadable=unreadable,
                        progress_seconds=progress_seconds)
 
@@ -250,7 +252,7 @@ class StrictModeViolation(RuntimeError):
 def check_strict(spec: DatasetSpec, metas: list[PartMeta], discovery: Sequence[str] = ()) -> None:
     if not spec.strict:
         return
-    drops = merged_drops(metas, len(discovery))
+    drops = merged_drops(metas, discovery)
     if drops:
         first = next((w for w in discovery), "") or next((w for m in metas for w in m.warnings), "")
         summary = ", ".join(f"{k}: {v}" for k, v in sorted(drops.items()))
@@ -273,7 +275,7 @@ def extract_and_publish(plan: DatasetPlan, log: Log | None = None,
         store.cleanup(keep_keys=[s.key for s in plan.shards])
         # re-check under the lock: another run may have done the work meanwhile
         stale = [s for s in plan.shards if plan.force or not store.part_is_current(s)]
-        if not plan.force and not stale and store.is_published(plan.shards):
+        if not plan.force and not stale and store.is_published(plan.shards, plan.unreadable):
             manifest = store.published_manifest()
             return RunReport(spec.key, True, len(plan.shards), [], manifest, [], time.monotonic() - started, [])
         stager = _start_stager(plan, store, stale)
@@ -338,7 +340,7 @@ def _publish_held(plan: DatasetPlan, store: DatasetStore,
     """Publish (the dataset lock is held EXCLUSIVE and every part is current), unless another run
     already published exactly these parts and this one is not forced. Returns (manifest, skipped)."""
     spec = plan.spec
-    if not plan.force and store.is_published(plan.shards):
+    if not plan.force and store.is_published(plan.shards, plan.unreadable):
         return store.published_manifest(), True
     check_strict(spec, current_metas(spec, plan.shards, store), plan.unreadable)
     return publish(spec, plan.shards, store, plan.unreadable, stager), False
@@ -349,8 +351,9 @@ def extract_dataset(spec: DatasetSpec, catalog: Catalog, force: bool = False, wo
     """The whole job without Dagster: unpack, plan, extract, publish."""
     require_raw_dir(spec)
     with dataset_lock(lock_path(spec), spec.key, log=log):
-        unpack(spec, catalog, log)
-    plan = plan_dataset(spec, force, effective_workers(workers, catalog.max_workers), catalog.shard_group_threshold)
+        archives = unpack(spec, catalog, log)
+    plan = plan_dataset(spec, force, effective_workers(workers, catalog.max_workers), catalog.shard_group_threshold,
+                        archive_drops=archives.drops)
     return extract_and_publish(plan, log)
 
 

@@ -32,6 +32,7 @@ PARTIAL = ".partial"
 MANIFEST = "manifest.json"
 # what reading a meta or manifest may meet instead: no file, a torn or foreign one
 READ_ERRORS = (OSError, ValueError, KeyError, TypeError)
+MAX_DISCOVERY_WARNINGS = 100  # kept verbatim in a manifest; the drop counts are always complete
 
 
 class OutputWriteError(OSError):
@@ -133,10 +134,13 @@ class DatasetStore:
         except READ_ERRORS:
             return None
 
-    def is_published(self, shards: list[Shard]) -> bool:
+    def is_published(self, shards: list[Shard], discovery: list[str] | None = None) -> bool:
+        """The published manifest names exactly these shards and recipe (and, given `discovery`,
+        the same first discovery warnings: an archive newly skipped must reach the ledger)."""
         manifest = self.published_manifest()
         return (manifest is not None and manifest.recipe == self.spec.recipe
                 and manifest.shards == tuple((s.key, s.fingerprint) for s in shards)
+                and (discovery is None or manifest.discovery_warnings == tuple(discovery[:MAX_DISCOVERY_WARNINGS]))
                 and self.spec.text_path.exists())
 
     # --- clean-up

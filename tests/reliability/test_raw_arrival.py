@@ -2,14 +2,17 @@
 are not UTF-8, broken archives, inputs still being written. Every test runs the real pipeline on
 real files; the writers are real file-system operations made while the run is in progress."""
 
+import gzip
 import io
 import json
 import os
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from slm4ie_assets.archives import ArchiveError
 from slm4ie_assets.assets import extracted_key
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.input_stamps import InputChanged
@@ -148,3 +151,78 @@ def test_names_that_are_not_utf8_through_dagster_sensor_and_partitions(tmp_path,
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert checks["no_drops"].passed is False
     assert checks["no_drops"].metadata["drop_ledger"].value == {"unreadable_path": 3}
+
+
+# ----------------------------------------------------------------------------- archives in the ledger
+
+
+def broken_archives_raw(raw: Path) -> None:
+    raw.mkdir(parents=True)
+    for i in range(3):
+        (raw / f"part{i}.jsonl.gz").write_bytes(gzip.compress(jsonl(f"G{i}", 5), mtime=0))
+    good = (raw / "part1.jsonl.gz").read_bytes()
+    (raw / "part1.jsonl.gz").write_bytes(good[: len(good) // 2])  # a download cut short
+    (raw / "bad.zip").write_bytes(b"PK\x03\x04" + b"\x00" * 40)  # corrupt
+    (raw / "junk.jsonl.zst").write_bytes(b"this is not zstandard data at all")  # garbage
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf, pytest.warns(UserWarning, match="Duplicate name"):
+        zf.writestr("dup.jsonl", jsonl("FIRST", 2))
+        zf.writestr("dup.jsonl", jsonl("LAST", 2))
+    (raw / "dup.zip").write_bytes(buf.getvalue())
+
+
+def test_skipped_archives_and_overwritten_members_are_counted_drops_and_strict_fails(tmp_path):
+    broken_archives_raw(tmp_path / "raw" / "d")
+    catalog = catalog_for(tmp_path, {})
+    report = extract_dataset(catalog.dataset("d"), catalog)
+    texts = {r["text"].split()[0] for r in read_jsonl(tmp_path / "out" / "d.jsonl")}
+    assert texts == {"G0", "G2", "LAST"}
+    assert report.manifest is not None
+    assert report.manifest.drops == {"bad_archive": 3, "duplicate_member": 1}
+    named = " ".join(report.manifest.discovery_warnings)
+    for name in ("d/part1.jsonl.gz", "d/bad.zip", "d/junk.jsonl.zst", "d/dup.zip: member 'dup.jsonl'"):
+        assert name in named
+    again = extract_dataset(catalog.dataset("d"), catalog)  # unchanged archives: the same ledger, skipped
+    assert again.skipped and again.manifest is not None and again.manifest.drops == report.manifest.drops
+    strict = catalog_for(tmp_path, {"strict": True})
+    with pytest.raises(StrictModeViolation, match="bad_archive: 3, duplicate_member: 1"):
+        extract_dataset(strict.dataset("d"), strict, force=True)
+
+
+def test_an_archive_newly_truncated_republishes_with_its_drop(tmp_path):
+    raw = tmp_path / "raw" / "d"
+    raw.mkdir(parents=True)
+    (raw / "a.jsonl").write_bytes(jsonl("A", 3))
+    catalog = catalog_for(tmp_path, {})
+    assert extract_dataset(catalog.dataset("d"), catalog).manifest.drops == {}
+    (raw / "b.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00" + b"\x00" * 6)  # a gzip header and nothing else
+    report = extract_dataset(catalog.dataset("d"), catalog)
+    assert not report.skipped and report.manifest.drops == {"bad_archive": 1}
+
+
+def test_the_archive_ledger_through_dagster_metadata_and_checks(tmp_path, instance):
+    broken_archives_raw(tmp_path / "raw" / "kas")
+    project = DagsterProject(tmp_path, {"kas": {"extractor": "jsonl", "domain": "t"}})
+    result = project.publish(instance, "kas")
+    meta = output_metadata(result, extracted_key("kas"))
+    assert meta["skipped_items"] == 4
+    rows = dict(tuple(r.data.values()) for r in meta["drop_ledger"].records)  # (reason, count), whatever the labels
+    assert rows == {"bad_archive": 3, "duplicate_member": 1}
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert checks["no_drops"].passed is False
+    assert checks["no_drops"].metadata["drop_ledger"].value == {"bad_archive": 3, "duplicate_member": 1}
+
+
+def test_an_archive_of_more_members_than_max_members_is_refused(tmp_path):
+    raw = tmp_path / "raw" / "d"
+    raw.mkdir(parents=True)
+    with tarfile.open(raw / "many.tar.gz", "w:gz") as tar:
+        for i in range(2000):
+            tar.addfile(tarfile.TarInfo(f"f{i:05d}.jsonl"), io.BytesIO(b""))
+    assert (raw / "many.tar.gz").stat().st_size < 40_000
+    catalog = catalog_for(tmp_path, {}, archives={"max_members": 1000})
+    with pytest.raises(ArchiveError, match=r"more than 1,000 members .*archives.max_members"):
+        extract_dataset(catalog.dataset("d"), catalog)
+    assert not list(raw.glob("f*.jsonl"))  # nothing of it was left
+    roomy = catalog_for(tmp_path, {}, archives={"max_members": 2000})
+    assert extract_dataset(roomy.dataset("d"), roomy).manifest.files == 2000
