@@ -201,9 +201,27 @@ def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) 
     defaults = _Inherited(_whole(doc, (), "split_bytes", DEFAULT_SPLIT_BYTES, problems),
                           _whole(doc, (), "max_shards_per_run", DEFAULT_MAX_SHARDS_PER_RUN, problems))
     datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, defaults)
+    _check_output_apart(doc, output_dir, datasets, problems)
     problems.raise_if_any(path)
     return Catalog(path, input_dir, output_dir, max_workers, limits, threshold, datasets, defaults.split_bytes,
                    defaults.max_shards_per_run)
+
+
+def _check_output_apart(doc: dict, output_dir: Path, datasets: dict, problems: _Problems) -> None:
+    """An output folder inside a raw folder makes every run read its own parts and versions back as
+    input (2 -> 8 -> 30 documents); a raw folder inside the output folder mixes inputs with what
+    clean-up and publish own. Both are refused, at the `output_dir` line (or the dataset's)."""
+    for key, spec in datasets.items():
+        raw = spec.raw_dir.resolve()
+        if output_dir == raw or output_dir.is_relative_to(raw):
+            what = f"the output folder {output_dir} is inside dataset {key!r}'s raw folder {raw}"
+        elif raw.is_relative_to(output_dir):
+            what = f"the output folder {output_dir} holds dataset {key!r}'s raw folder {raw}"
+        else:
+            continue
+        where = ("output_dir",) if "output_dir" in doc else ("datasets", key)
+        problems.add(where, f"{what}: each run would read its own outputs back as input (or clean-up would "
+                            "touch raw files); put output_dir and input_dir/<key> side by side")
 
 
 @dataclass(frozen=True)

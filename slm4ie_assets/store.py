@@ -47,6 +47,12 @@ class OutputWriteError(OSError):
         return cls(exc.errno, message) if exc.errno is not None else cls(message)
 
 
+class UnsafeOutputTree(RuntimeError):
+    """Clean-up met what it must not touch: one of its folders is a symbolic link (deleting inside
+    it would delete in the link's target) or holds an entry it did not make. Nothing was removed;
+    the message names the path and what to do."""
+
+
 def partial(path: Path) -> Path:
     """Where `path` is written before the rename that makes it appear whole."""
     return path.with_name(path.name + PARTIAL)
@@ -150,8 +156,30 @@ class DatasetStore:
         removed. The caller holds the dataset lock EXCLUSIVE: no part is being written then, and no
         process has a shard lock file open (they are opened only under the dataset lock, shared)."""
         keep = None if keep_keys is None else list(keep_keys)
+        self.check_tree()
         return (self._remove_stale_parts(keep) + self._remove_unpublished_versions() + self._remove_staging()
                 + self._remove_swap_leftovers() + self._retire_dangling_sidecar() + self._remove_shard_locks(keep))
+
+    def check_tree(self) -> None:
+        """Refuse (UnsafeOutputTree) before anything is removed when `parts/`, `versions/`,
+        `staging/` or `locks/` is a symbolic link, or holds an entry of a kind this package never
+        makes there: a link or folder in `parts/` or `locks/`, a link or file in `versions/` or
+        `staging/`. Clean-up never follows a link and never guesses about a stranger's file."""
+        for folder, want_dirs in ((self.parts, False), (self.shard_locks, False), (self.versions, True),
+                                  (self.staging, True)):
+            if folder.is_symlink():
+                raise UnsafeOutputTree(f"dataset {self.spec.key!r}: {folder} is a symbolic link; clean-up never "
+                                       "deletes through links. Replace it with a real folder (to use a bigger disk, "
+                                       f"make the output folder {self.out} itself the link), then run again")
+            if not folder.is_dir():
+                continue
+            for entry in os.scandir(folder):
+                ok = entry.is_dir(follow_symlinks=False) if want_dirs else entry.is_file(follow_symlinks=False)
+                if not ok:
+                    kind = "a symbolic link" if entry.is_symlink() else ("a file" if want_dirs else "a folder")
+                    raise UnsafeOutputTree(f"dataset {self.spec.key!r}: {entry.path} is {kind}, which this package "
+                                           f"never makes in {folder.name}/, so clean-up stops rather than guess. "
+                                           f"Move it out of {folder} (or remove it), then run again")
 
     def _remove_shard_locks(self, keep_keys: list[str] | None) -> int:
         """Lock files of vanished shards, so the folder does not grow with every renamed file."""

@@ -303,7 +303,7 @@ def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = No
                 unreadable.append(f"{rel}: {unreadable_reason(entry, exc)}; not extracted")
             continue
         if not stat.S_ISDIR(mode) and unreadable is not None:
-            unreadable.append(f"{rel}: not a regular file ({_file_kind(mode)}); not extracted")
+            unreadable.append(f"{rel}: not a regular file ({file_kind(mode)}); not extracted")
     found.sort(key=lambda f: sort_key(f.rel))
     return found
 
@@ -336,7 +336,8 @@ def unreadable_reason(entry: os.DirEntry, exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _file_kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """`a fifo`, `a socket`, ... for a mode that is neither a regular file nor a folder."""
     for test, name in ((stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device")):
         if test(mode):

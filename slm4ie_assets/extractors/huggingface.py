@@ -17,6 +17,7 @@ extractor class it names, and that must stay fast.
 import datetime as dt
 import hashlib
 import os
+import stat
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -32,6 +33,7 @@ from .base import (
     Fingerprint,
     InputFile,
     escaped_name,
+    file_kind,
     is_utf8_name,
     sort_key,
     unreadable_reason,
@@ -123,6 +125,24 @@ def directory_fingerprint(path: Path) -> Fingerprint:
     return Fingerprint(total, digest)
 
 
+def special_file(folder: Path) -> str | None:
+    """The first entry below a config directory that is neither a regular file nor a folder (a
+    fifo where `data-*.arrow` should be, a socket, a device), described, or None. Checked before
+    anything is opened: opening a fifo waits for a writer that never comes."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                continue  # a broken link: loading reports it
+            if not stat.S_ISREG(mode):
+                rel = escaped_name(os.path.relpath(path, folder))
+                return f"{rel} is {file_kind(mode)}"
+    return None
+
+
 class HuggingfaceExtractor(Extractor):
     name = "huggingface"
     patterns = ()
@@ -166,6 +186,8 @@ class HuggingfaceExtractor(Extractor):
         can load, or that cannot be read now, stays one shard: its extraction reports it (D6)."""
         import pyarrow as pa
 
+        if special_file(file.path) is not None:
+            return (0, 0)  # opening a fifo would block: one shard, whose extraction reports it
         try:
             splits = load_folder(file.path)
             if splits is None:
@@ -189,7 +211,7 @@ class HuggingfaceExtractor(Extractor):
         count-only pass runs `extract`."""
         import pyarrow as pa
 
-        if file.range is None:
+        if file.range is None or special_file(file.path) is not None:
             return None
         try:
             splits = load_folder(file.path)
@@ -218,6 +240,10 @@ class HuggingfaceExtractor(Extractor):
     def _splits(self, file: InputFile, ctx: ExtractContext) -> list:
         """[(split name or None, ArrowSplit)]: read with pyarrow alone when that is provably what
         `load_from_disk` gives (arrow_dir), else through `datasets` itself."""
+        special = special_file(file.path)
+        if special is not None:  # opening it would block for ever (a fifo) or read a device
+            ctx.drop("load_failed", file, f"{special}, not a regular file; config directory skipped")
+            return []
         fast = load_folder(file.path)
         if fast is not None:
             return fast

@@ -14,9 +14,10 @@ import pytest
 
 from slm4ie_assets.archives import ArchiveError
 from slm4ie_assets.assets import extracted_key
-from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.catalog import CatalogError, load_catalog
 from slm4ie_assets.input_stamps import InputChanged
 from slm4ie_assets.pipeline import StrictModeViolation, extract_and_publish, extract_dataset, plan_dataset
+from slm4ie_assets.store import UnsafeOutputTree
 from support.dagster_project import DagsterProject, output_metadata
 from support.files import read_jsonl, write_config, write_files
 from support.watcher import Watcher
@@ -226,3 +227,79 @@ def test_an_archive_of_more_members_than_max_members_is_refused(tmp_path):
     assert not list(raw.glob("f*.jsonl"))  # nothing of it was left
     roomy = catalog_for(tmp_path, {}, archives={"max_members": 2000})
     assert extract_dataset(roomy.dataset("d"), roomy).manifest.files == 2000
+
+
+# ----------------------------------------------------------------------------- refuse what cannot work
+
+
+@pytest.mark.parametrize(("dirs", "message"), [
+    ("input_dir: raw\noutput_dir: raw/d/out\n", r"output_dir: the output folder .*/raw/d/out is inside dataset 'd''s raw folder .*/raw/d: each run"),
+    ("input_dir: out/raw\noutput_dir: out\n", r"output_dir: the output folder .*/out holds dataset 'd''s raw folder .*/out/raw/d: each run"),
+])
+def test_an_output_dir_inside_a_raw_folder_or_the_reverse_is_a_catalog_error_at_its_line(tmp_path, dirs, message):
+    path = tmp_path / "extract.yaml"
+    path.write_text(dirs + "datasets:\n  d: {extractor: text, domain: t}\n")
+    with pytest.raises(CatalogError, match=rf"{path}:2: {message}"):
+        load_catalog(path)
+
+
+def test_a_fifo_where_a_huggingface_arrow_file_should_be_is_load_failed_never_a_hang(tmp_path):
+    from datasets import Dataset
+
+    raw = tmp_path / "raw" / "d"
+    Dataset.from_dict({"text": ["ena", "dve"]}).save_to_disk(str(raw / "good"))
+    Dataset.from_dict({"text": ["tri"]}).save_to_disk(str(raw / "fifo"))
+    arrow = next((raw / "fifo").glob("data-*.arrow"))
+    arrow.unlink()
+    os.mkfifo(arrow)
+    catalog = load_catalog(write_config(tmp_path, {"d": {"extractor": "huggingface", "domain": "t"}},
+                                        split_bytes=1))  # planning the ranges must not open it either
+    report = extract_dataset(catalog.dataset("d"), catalog)  # a hang here fails the suite's timeout
+    assert [r["text"] for r in read_jsonl(tmp_path / "out" / "d.jsonl")] == ["ena", "dve"]
+    assert report.manifest is not None and report.manifest.drops == {"load_failed": 1}
+    assert any(f"{arrow.name} is a fifo, not a regular file" in w for w in report.warnings)
+
+
+@pytest.mark.parametrize("folder", ["parts", "versions", "staging", "locks"])
+def test_clean_up_refuses_a_linked_folder_and_deletes_nothing_in_its_target(tmp_path, folder):
+    raw = tmp_path / "raw" / "d"
+    write_files(raw, {"a.jsonl": jsonl("A", 3), "b.jsonl": jsonl("B", 3)})
+    catalog = catalog_for(tmp_path, {})
+    spec = catalog.dataset("d")
+    extract_dataset(spec, catalog)
+    state = tmp_path / "out" / ".slm4ie" / "d"
+    elsewhere = tmp_path / "bigger_disk"
+    elsewhere.mkdir()
+    (elsewhere / "precious.txt").write_text("keep me")
+    (elsewhere / "v1-old").mkdir()
+    if (state / folder).exists():
+        for entry in (state / folder).iterdir():
+            os.rename(entry, elsewhere / entry.name)
+        (state / folder).rmdir()
+    (state / folder).symlink_to(elsewhere, target_is_directory=True)
+    before = sorted(p.name for p in elsewhere.iterdir())
+    with pytest.raises(UnsafeOutputTree, match=rf"{state / folder} is a symbolic link; clean-up never deletes"):
+        extract_dataset(spec, catalog, force=True)
+    assert sorted(p.name for p in elsewhere.iterdir()) == before
+
+
+@pytest.mark.parametrize(("folder", "entry"), [("parts", "dir"), ("versions", "file"), ("versions", "link")])
+def test_clean_up_refuses_an_unexpected_entry_naming_it_instead_of_crashing(tmp_path, folder, entry):
+    write_files(tmp_path / "raw" / "d", {"a.jsonl": jsonl("A", 3)})
+    catalog = catalog_for(tmp_path, {})
+    extract_dataset(catalog.dataset("d"), catalog)
+    stranger = tmp_path / "out" / ".slm4ie" / "d" / folder / "stranger"
+    if entry == "dir":
+        stranger.mkdir()
+    elif entry == "file":
+        stranger.write_text("x")
+    else:
+        stranger.symlink_to(tmp_path / "raw", target_is_directory=True)
+    with pytest.raises(UnsafeOutputTree, match=rf"{stranger} is a .* never makes in {folder}/.*Move it out"):
+        extract_dataset(catalog.dataset("d"), catalog, force=True)
+    assert (tmp_path / "raw" / "d" / "a.jsonl").exists() and (tmp_path / "out" / "d.jsonl").exists()
+    if entry == "dir":
+        stranger.rmdir()
+    else:
+        stranger.unlink()
+    extract_dataset(catalog.dataset("d"), catalog, force=True)  # the fix the message names works
