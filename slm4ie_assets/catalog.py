@@ -25,14 +25,16 @@ FORMAT_VERSION = 1  # bump when the bytes an extractor writes change for the sam
 
 _KEY_RE = re.compile(r"[A-Za-z0-9_]+")  # used with fullmatch: `$` would let a trailing newline through
 _TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "shard_group_threshold", "split_bytes",
-             "max_shards_per_run"}
+             "max_shards_per_run", "settle_seconds"}
 _DATASET_KEYS = {"extractor", "domain", "metadata", "strict", "watch", "watch_interval", "schedule", "owners",
-                 "split_bytes", "max_shards_per_run"}
+                 "split_bytes", "max_shards_per_run", "settle_seconds"}
 _ARCHIVE_KEYS = {"max_ratio", "max_bytes", "max_members"}
 DEFAULT_SPLIT_BYTES = 256 * 1024**2  # a file over this is extracted as several ranges (docs/splitting.md)
 # 0: a backfill of shards/<key> is one run per contiguous key range (the in-run pool uses the cores);
 # N: runs of at most N shards, which the run queue runs side by side (D24)
 DEFAULT_MAX_SHARDS_PER_RUN = 0
+# the raw sensor plans a file only once nothing wrote to it (mtime and ctime) for this long (settling.py)
+DEFAULT_SETTLE_SECONDS = 120
 
 
 
@@ -61,6 +63,7 @@ class DatasetSpec:
     owners: tuple[str, ...] = ()  # Dagster asset owners: e-mail addresses or `team:<name>`
     split_bytes: int = DEFAULT_SPLIT_BYTES  # 0: files are never split; not in the recipe (same bytes)
     max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN  # fan-out of shard backfills and sensor runs (D24)
+    settle_seconds: int = DEFAULT_SETTLE_SECONDS  # the raw sensor's quiet time before it plans a file
     raw_dir: Path = Path()
     output_dir: Path = Path()
 
@@ -199,7 +202,8 @@ def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) 
         threshold = 1000
     limits = _archive_limits(doc.get("archives"), problems)
     defaults = _Inherited(_whole(doc, (), "split_bytes", DEFAULT_SPLIT_BYTES, problems),
-                          _whole(doc, (), "max_shards_per_run", DEFAULT_MAX_SHARDS_PER_RUN, problems))
+                          _whole(doc, (), "max_shards_per_run", DEFAULT_MAX_SHARDS_PER_RUN, problems),
+                          _whole(doc, (), "settle_seconds", DEFAULT_SETTLE_SECONDS, problems))
     datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, defaults)
     _check_output_apart(doc, output_dir, datasets, problems)
     problems.raise_if_any(path)
@@ -230,10 +234,12 @@ class _Inherited:
 
     split_bytes: int = DEFAULT_SPLIT_BYTES
     max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN
+    settle_seconds: int = DEFAULT_SETTLE_SECONDS
 
 
 _WHOLE_MEANING = {"split_bytes": "a whole number of bytes >= 0 (0 = never split a file)",
-                  "max_shards_per_run": "a whole number >= 0 (0 = one run per backfill range)"}
+                  "max_shards_per_run": "a whole number >= 0 (0 = one run per backfill range)",
+                  "settle_seconds": "whole seconds >= 0 (0 = plan files as soon as they appear)"}
 
 
 def _whole(mapping: dict, where: KeyPath, name: str, default: int, problems: _Problems) -> int:
@@ -327,6 +333,7 @@ def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, prob
     settings = _dataset_settings(entry, where, problems)
     settings["split_bytes"] = _whole(entry, where, "split_bytes", defaults.split_bytes, problems)
     settings["max_shards_per_run"] = _whole(entry, where, "max_shards_per_run", defaults.max_shards_per_run, problems)
+    settings["settle_seconds"] = _whole(entry, where, "settle_seconds", defaults.settle_seconds, problems)
     if len(problems) > n_before:
         return None
     assert isinstance(extractor, str) and isinstance(domain, str)  # checked above, else a problem was added

@@ -8,6 +8,7 @@ output or gzip; it reports what it could not read to the ledger and moves on (D6
 
 import errno
 import os
+import re
 import stat
 from collections import Counter
 from collections.abc import Iterator
@@ -288,7 +289,7 @@ def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = No
         try:
             if item.type_error is not None:  # whether it is a folder could not be told
                 raise item.type_error
-            if not entry.name.endswith(suffixes):
+            if not entry.name.endswith(suffixes) or is_arriving_name(entry.name, suffixes):
                 continue
             if not is_utf8_name(rel):  # D6: counted, never a crash in keys, metas or the UI
                 if unreadable is not None:
@@ -306,6 +307,21 @@ def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = No
             unreadable.append(f"{rel}: not a regular file ({file_kind(mode)}); not extracted")
     found.sort(key=lambda f: sort_key(f.rel))
     return found
+
+
+_RSYNC_TEMP = re.compile(r"\.(.+)\.[A-Za-z0-9]{6}")  # rsync writes `.<name>.<6 random characters>`
+_DOWNLOAD_SUFFIXES = (".part", ".partial", ".tmp", ".crdownload", "~")
+
+
+def is_arriving_name(name: str, suffixes: tuple[str, ...] = ()) -> bool:
+    """A name copy and download tools give a file while they write it (rsync's `.name.XXXXXX`,
+    `*.part`, `*.partial`, `*.tmp`, `*.crdownload`, `*~`): never an input, and a sign that a file
+    is still arriving. A hidden name that ends in one of `suffixes` (`.notes.conllu`) is an input."""
+    if name.endswith(_DOWNLOAD_SUFFIXES):
+        return True
+    if suffixes and name.endswith(suffixes):
+        return False
+    return _RSYNC_TEMP.fullmatch(name) is not None
 
 
 NOT_UTF8 = "the name is not valid UTF-8 (made on another code page?); rename the file to UTF-8"

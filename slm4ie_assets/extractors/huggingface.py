@@ -34,6 +34,7 @@ from .base import (
     InputFile,
     escaped_name,
     file_kind,
+    is_arriving_name,
     is_utf8_name,
     sort_key,
     unreadable_reason,
@@ -159,6 +160,8 @@ class HuggingfaceExtractor(Extractor):
         with os.scandir(root) as entries:
             for entry in entries:
                 try:
+                    if is_arriving_name(entry.name):
+                        continue  # a config still being copied in (settling.py)
                     if not is_utf8_name(entry.name):  # D6: counted, never a crash in keys or metas
                         if entry.is_dir() or entry.is_symlink():
                             unreadable.append(f"{escaped_name(entry.name)}: {NOT_UTF8}; not read as a config "

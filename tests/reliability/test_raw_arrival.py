@@ -7,6 +7,7 @@ import io
 import json
 import os
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -17,7 +18,8 @@ from slm4ie_assets.assets import extracted_key
 from slm4ie_assets.catalog import CatalogError, load_catalog
 from slm4ie_assets.input_stamps import InputChanged
 from slm4ie_assets.pipeline import StrictModeViolation, extract_and_publish, extract_dataset, plan_dataset
-from slm4ie_assets.store import UnsafeOutputTree
+from slm4ie_assets.settling import arrivals
+from slm4ie_assets.store import DatasetStore, UnsafeOutputTree
 from support.dagster_project import DagsterProject, output_metadata
 from support.files import read_jsonl, write_config, write_files
 from support.watcher import Watcher
@@ -303,3 +305,39 @@ def test_clean_up_refuses_an_unexpected_entry_naming_it_instead_of_crashing(tmp_
     else:
         stranger.unlink()
     extract_dataset(catalog.dataset("d"), catalog, force=True)  # the fix the message names works
+
+
+# ----------------------------------------------------------------------------- settling
+
+TEMPORARY = [".a.jsonl.Xy3k9Q", "b.jsonl.part", "c.jsonl.partial", "d.jsonl.tmp", "e.jsonl.crdownload", "f.jsonl~"]
+
+
+def test_temporary_names_are_never_inputs_and_a_hidden_input_still_is(tmp_path):
+    raw = tmp_path / "raw" / "d"
+    write_files(raw, {name: jsonl("T", 1) for name in TEMPORARY} | {".notes.jsonl": jsonl("H", 1)})
+    catalog = catalog_for(tmp_path, {})
+    report = extract_dataset(catalog.dataset("d"), catalog)
+    assert report.manifest is not None and report.manifest.drops == {} and report.manifest.files == 1
+
+
+def test_the_sensor_waits_while_files_are_arriving_and_says_how_many(tmp_path, instance):
+    raw = tmp_path / "raw" / "kas"
+    write_files(raw, {"a.txt": "prvi\n"})
+    project = DagsterProject(tmp_path, {"kas": {"extractor": "text", "domain": "t", "settle_seconds": 3600}})
+    watcher = Watcher(project, instance)
+    data = watcher.tick()  # a.txt was written just now: it has not settled
+    assert data.run_requests == [] and watcher.partitions() == []
+    assert "kas: 1 file(s) still arriving (a.txt)" in data.skip_message
+    assert "write elsewhere, then move into raw/" in data.skip_message
+    write_files(raw, {".b.txt.Q1w2E3": "pol", "c.txt.part": "pol"})
+    assert "3 file(s) still arriving" in watcher.tick().skip_message
+    state = DatasetStore(project.spec("kas")).state / "archives.json"
+    later = time.time_ns() + 3601 * 1_000_000_000
+    assert arrivals(raw, 3600, state, now_ns=later).fresh == ()  # settled an hour on; the names still count
+    assert arrivals(raw, 3600, state, now_ns=later).temporary == (".b.txt.Q1w2E3", "c.txt.part")
+    for name in (".b.txt.Q1w2E3", "c.txt.part"):
+        (raw / name).unlink()
+    settled = DagsterProject(tmp_path, {"kas": {"extractor": "text", "domain": "t", "settle_seconds": 0}})
+    planned = Watcher(settled, instance).tick()  # never published: one extracted/kas run plans everything
+    assert [r.asset_selection for r in planned.run_requests] == [[extracted_key("kas")]]
+    assert Watcher(settled, instance).partitions() == ["a.txt"]
