@@ -235,8 +235,10 @@ def test_an_archive_of_more_members_than_max_members_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(("dirs", "message"), [
-    ("input_dir: raw\noutput_dir: raw/d/out\n", r"output_dir: the output folder .*/raw/d/out is inside dataset 'd''s raw folder .*/raw/d: each run"),
-    ("input_dir: out/raw\noutput_dir: out\n", r"output_dir: the output folder .*/out holds dataset 'd''s raw folder .*/out/raw/d: each run"),
+    ("input_dir: raw\noutput_dir: raw/d/out\n",
+     r"output_dir: the output folder .*/raw/d/out is inside dataset 'd''s raw folder .*/raw/d: each run"),
+    ("input_dir: out/raw\noutput_dir: out\n",
+     r"output_dir: the output folder .*/out holds dataset 'd''s raw folder .*/out/raw/d: each run"),
 ])
 def test_an_output_dir_inside_a_raw_folder_or_the_reverse_is_a_catalog_error_at_its_line(tmp_path, dirs, message):
     path = tmp_path / "extract.yaml"
