@@ -25,9 +25,9 @@ FORMAT_VERSION = 1  # bump when the bytes an extractor writes change for the sam
 
 _KEY_RE = re.compile(r"[A-Za-z0-9_]+")  # used with fullmatch: `$` would let a trailing newline through
 _TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "shard_group_threshold", "split_bytes",
-             "max_shards_per_run", "settle_seconds"}
+             "max_shards_per_run", "settle_seconds", "stall_seconds", "stall_timeout_seconds"}
 _DATASET_KEYS = {"extractor", "domain", "metadata", "strict", "watch", "watch_interval", "schedule", "owners",
-                 "split_bytes", "max_shards_per_run", "settle_seconds"}
+                 "split_bytes", "max_shards_per_run", "settle_seconds", "stall_seconds", "stall_timeout_seconds"}
 _ARCHIVE_KEYS = {"max_ratio", "max_bytes", "max_members"}
 DEFAULT_SPLIT_BYTES = 256 * 1024**2  # a file over this is extracted as several ranges (docs/splitting.md)
 # 0: a backfill of shards/<key> is one run per contiguous key range (the in-run pool uses the cores);
@@ -35,6 +35,9 @@ DEFAULT_SPLIT_BYTES = 256 * 1024**2  # a file over this is extracted as several 
 DEFAULT_MAX_SHARDS_PER_RUN = 0
 # the raw sensor plans a file only once nothing wrote to it (mtime and ctime) for this long (settling.py)
 DEFAULT_SETTLE_SECONDS = 120
+# a pool worker whose shard shows no progress this long is reported; with a timeout, the run fails (stalls.py)
+DEFAULT_STALL_SECONDS = 600
+DEFAULT_STALL_TIMEOUT_SECONDS = 0  # 0: never fail, only report
 
 
 
@@ -64,6 +67,8 @@ class DatasetSpec:
     split_bytes: int = DEFAULT_SPLIT_BYTES  # 0: files are never split; not in the recipe (same bytes)
     max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN  # fan-out of shard backfills and sensor runs (D24)
     settle_seconds: int = DEFAULT_SETTLE_SECONDS  # the raw sensor's quiet time before it plans a file
+    stall_seconds: int = DEFAULT_STALL_SECONDS  # a pool worker without progress this long is reported
+    stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT_SECONDS  # ... and fails the run (0: never)
     raw_dir: Path = Path()
     output_dir: Path = Path()
 
@@ -203,7 +208,9 @@ def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) 
     limits = _archive_limits(doc.get("archives"), problems)
     defaults = _Inherited(_whole(doc, (), "split_bytes", DEFAULT_SPLIT_BYTES, problems),
                           _whole(doc, (), "max_shards_per_run", DEFAULT_MAX_SHARDS_PER_RUN, problems),
-                          _whole(doc, (), "settle_seconds", DEFAULT_SETTLE_SECONDS, problems))
+                          _whole(doc, (), "settle_seconds", DEFAULT_SETTLE_SECONDS, problems),
+                          _whole(doc, (), "stall_seconds", DEFAULT_STALL_SECONDS, problems),
+                          _whole(doc, (), "stall_timeout_seconds", DEFAULT_STALL_TIMEOUT_SECONDS, problems))
     datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, defaults)
     _check_output_apart(doc, output_dir, datasets, problems)
     problems.raise_if_any(path)
@@ -235,11 +242,15 @@ class _Inherited:
     split_bytes: int = DEFAULT_SPLIT_BYTES
     max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN
     settle_seconds: int = DEFAULT_SETTLE_SECONDS
+    stall_seconds: int = DEFAULT_STALL_SECONDS
+    stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT_SECONDS
 
 
 _WHOLE_MEANING = {"split_bytes": "a whole number of bytes >= 0 (0 = never split a file)",
                   "max_shards_per_run": "a whole number >= 0 (0 = one run per backfill range)",
-                  "settle_seconds": "whole seconds >= 0 (0 = plan files as soon as they appear)"}
+                  "settle_seconds": "whole seconds >= 0 (0 = plan files as soon as they appear)",
+                  "stall_seconds": "whole seconds >= 0 (0 = never report a worker without progress)",
+                  "stall_timeout_seconds": "whole seconds >= 0 (0 = never fail a run for a worker without progress)"}
 
 
 def _whole(mapping: dict, where: KeyPath, name: str, default: int, problems: _Problems) -> int:
@@ -334,6 +345,8 @@ def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, prob
     settings["split_bytes"] = _whole(entry, where, "split_bytes", defaults.split_bytes, problems)
     settings["max_shards_per_run"] = _whole(entry, where, "max_shards_per_run", defaults.max_shards_per_run, problems)
     settings["settle_seconds"] = _whole(entry, where, "settle_seconds", defaults.settle_seconds, problems)
+    for name in ("stall_seconds", "stall_timeout_seconds"):
+        settings[name] = _whole(entry, where, name, getattr(defaults, name), problems)
     if len(problems) > n_before:
         return None
     assert isinstance(extractor, str) and isinstance(domain, str)  # checked above, else a problem was added

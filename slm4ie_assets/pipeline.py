@@ -36,6 +36,7 @@ from .progress import (
 from .publish import current_metas, publish
 from .shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
 from .split import RangeBook, count_range, run_pooled, shard_inputs
+from .stalls import POLL_SECONDS, StallLimits, StallWatch, init_watched_worker, mark_started
 from .store import DatasetStore
 
 if TYPE_CHECKING:  # imported when unpacking, not by every pool worker
@@ -110,6 +111,7 @@ def _extract_one(spec: DatasetSpec, shard: Shard, task: int, force: bool,
                  before: RangeCounts = FILE_START) -> PartOutcome:
     """Pool worker: rebuild the extractor from the picklable spec and write one part (a range of a
     split file continues where `before` says, docs/splitting.md)."""
+    mark_started(task)
     extractor = _worker_extractor(spec)
     with pool_worker_hook(task, shard) as hook:
         return write_part_in_worker(spec, extractor, shard, DatasetStore(spec), force, hook, before)
@@ -161,8 +163,10 @@ def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, lo
     workers = max(1, min(workers, len(shards)))
     counters: Counters | None = None  # per task: [documents, input bytes read], written where it is extracted
     board = None
-    if log is not None:
+    watched = workers > 1 and (spec.stall_seconds > 0 or spec.stall_timeout_seconds > 0)  # stalls.py
+    if log is not None or watched:
         counters = multiprocessing.RawArray("q", 2 * len(shards)) if workers > 1 else [0] * (2 * len(shards))
+    if log is not None and counters is not None:
         board = ProgressBoard(spec.key, shards, counters, interval, log)
     results: dict[int, PartMeta] = {}
 
@@ -189,7 +193,7 @@ def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, lo
         if workers == 1:
             _extract_serial(spec, shards, counters, sampling_period(interval), report, force, log)
         else:
-            _extract_pooled(spec, shards, workers, counters, sampling_period(interval), report, force)
+            _extract_pooled(spec, shards, workers, counters, sampling_period(interval), report, force, log)
     return [results[t] for t in range(len(shards)) if t in results]
 
 
@@ -215,19 +219,28 @@ def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: Counters |
 
 
 def _extract_pooled(spec: DatasetSpec, shards: list[Shard], workers: int, counters: Counters | None,
-                    period: float, report: Callable[[int, PartOutcome], None], force: bool) -> None:
-    """A `spawn` pool; the shared counters reach the workers through the pool's initializer."""
+                    period: float, report: Callable[[int, PartOutcome], None], force: bool,
+                    log: Log | None = None) -> None:
+    """A `spawn` pool; the shared counters (and the stall watch's pid slots) reach the workers
+    through the pool's initializer."""
     ctx = multiprocessing.get_context("spawn")
     order = sorted(range(len(shards)), key=lambda task: -shards[task].size)
+    watch = None
     if counters is None:
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    elif spec.stall_seconds > 0 or spec.stall_timeout_seconds > 0:
+        pids = multiprocessing.RawArray("q", len(shards))
+        limits = StallLimits(spec.stall_seconds or float("inf"), spec.stall_timeout_seconds)
+        watch = StallWatch(spec.key, shards, counters, pids, limits, log).check
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_watched_worker,
+                                   initargs=(counters, period, pids))
     else:
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_pool_worker,
                                    initargs=(counters, period))
     with pool:
         run_pooled(shards, order,
                    lambda task, before: pool.submit(_extract_one, spec, shards[task], task, force, before),
-                   lambda file: pool.submit(_count_one, spec, file), report, workers)
+                   lambda file: pool.submit(_count_one, spec, file), report, workers, watch, POLL_SECONDS)
 
 
 # ----------------------------------------------------------------------------- one call

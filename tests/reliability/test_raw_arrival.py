@@ -6,6 +6,9 @@ import gzip
 import io
 import json
 import os
+import re
+import shutil
+import signal
 import tarfile
 import time
 import zipfile
@@ -19,6 +22,7 @@ from slm4ie_assets.catalog import CatalogError, load_catalog
 from slm4ie_assets.input_stamps import InputChanged
 from slm4ie_assets.pipeline import StrictModeViolation, extract_and_publish, extract_dataset, plan_dataset
 from slm4ie_assets.settling import arrivals
+from slm4ie_assets.stalls import WorkerStalled
 from slm4ie_assets.store import DatasetStore, UnsafeOutputTree
 from support.dagster_project import DagsterProject, output_metadata
 from support.files import read_jsonl, write_config, write_files
@@ -343,3 +347,120 @@ def test_the_sensor_waits_while_files_are_arriving_and_says_how_many(tmp_path, i
     planned = Watcher(settled, instance).tick()  # never published: one extracted/kas run plans everything
     assert [r.asset_selection for r in planned.run_requests] == [[extracted_key("kas")]]
     assert Watcher(settled, instance).partitions() == ["a.txt"]
+
+
+# ----------------------------------------------------------------------------- self-healing
+
+
+def _published_dataset(tmp_path):
+    write_files(tmp_path / "raw" / "d", {"a.jsonl": jsonl("A", 5), "b.jsonl": jsonl("B", 5)})
+    catalog = catalog_for(tmp_path, {})
+    extract_dataset(catalog.dataset("d"), catalog)
+    return catalog, DatasetStore(catalog.dataset("d")), published_text(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["remove", "truncate", "empty_uids", "remove_meta_files"])
+def test_a_part_missing_or_altered_is_stale_and_extracted_again(tmp_path, damage):
+    catalog, store, before = _published_dataset(tmp_path)
+    paths = store.part_paths("a.jsonl")
+    if damage == "remove":
+        paths.text.unlink()
+    elif damage == "truncate":
+        os.truncate(paths.text, 10)
+    elif damage == "empty_uids":
+        os.truncate(paths.uids, 0)
+    else:
+        for p in (paths.text, paths.uids):
+            p.unlink()
+    (tmp_path / "out" / "d.jsonl").unlink()  # a republish is needed, not just a skip
+    report = extract_dataset(catalog.dataset("d"), catalog)  # not forced
+    assert report.extracted == ["a.jsonl"]
+    assert published_text(tmp_path) == before
+
+
+def test_a_published_text_emptied_in_place_is_not_up_to_date(tmp_path):
+    catalog, store, before = _published_dataset(tmp_path)
+    with open(tmp_path / "out" / "d.jsonl", "r+b") as fh:
+        fh.truncate(0)
+    report = extract_dataset(catalog.dataset("d"), catalog)
+    assert not report.skipped
+    assert published_text(tmp_path) == before
+
+
+def test_a_copy_of_the_output_folder_made_with_links_followed_still_publishes(tmp_path):
+    catalog, store, before = _published_dataset(tmp_path)
+    out = tmp_path / "out"
+    shutil.copytree(out, tmp_path / "copy", symlinks=False)  # what `cp -rL` makes
+    shutil.rmtree(out)
+    os.rename(tmp_path / "copy", out)
+    assert not store.current.is_symlink() and store.current.is_dir()
+    assert extract_dataset(catalog.dataset("d"), catalog).skipped  # the copy is what was published
+    (tmp_path / "raw" / "d" / "c.jsonl").write_bytes(jsonl("C", 2))
+    report = extract_dataset(catalog.dataset("d"), catalog)  # a real change publishes over it
+    assert report.extracted == ["c.jsonl"] and store.current.is_symlink()
+    after = published_text(tmp_path)
+    assert after.startswith(before) and after.count(b'"text":"C document') == 2
+    assert [p.name for p in store.versions.iterdir()] == [os.readlink(store.current).split("/")[-1]]
+
+
+
+# ----------------------------------------------------------------------------- a stuck worker
+
+
+def _pool_workers() -> list[int]:
+    """This process's spawned pool workers (not multiprocessing's resource tracker)."""
+    me = os.getpid()
+    found = []
+    for task in os.listdir(f"/proc/{me}/task"):
+        with open(f"/proc/{me}/task/{task}/children") as fh:
+            for pid in map(int, fh.read().split()):
+                with open(f"/proc/{pid}/cmdline", "rb") as cmd:
+                    if b"spawn_main" in cmd.read():
+                        found.append(pid)
+    return found
+
+
+def _resume(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass  # killed by the stall watch, or ended
+
+
+@pytest.mark.parametrize("timeout", [0, 3])
+def test_a_stopped_pool_worker_is_reported_and_with_a_timeout_fails_the_run_naming_it(tmp_path, timeout):
+    write_files(tmp_path / "raw" / "d", {"a.jsonl": jsonl("A", 100_000), "b.jsonl": jsonl("B", 100_000)})
+    catalog = catalog_for(tmp_path, {"stall_seconds": 1, "stall_timeout_seconds": timeout})
+    spec = catalog.dataset("d")
+    plan = plan_dataset(spec, workers=2, progress_seconds=0.1)  # the log below is called often
+    lines: list[str] = []
+    stopped: list[int] = []
+    resumed: list[bool] = []
+
+    def log(message: str) -> None:
+        lines.append(message)
+        if not stopped and any(p.name.endswith(".partial") for p in DatasetStore(spec).parts.glob("*")):
+            stopped.extend(_pool_workers())  # the pool workers, each in the middle of a shard
+            for pid in stopped:
+                os.kill(pid, signal.SIGSTOP)
+        if timeout == 0 and stopped and not resumed and any("has made no progress" in m for m in lines):
+            resumed.append(True)
+            _resume(stopped)  # reported: let it go on
+
+    try:
+        if timeout:
+            with pytest.raises(WorkerStalled, match=r"d: shard '[ab]\.jsonl' \(worker pid \d+\) has made no "
+                                                    r"progress .*beyond stall_timeout_seconds \(3\)"):
+                extract_and_publish(plan, log=log)
+            assert not (tmp_path / "out" / "d.jsonl").exists()
+        else:
+            extract_and_publish(plan, log=log)
+            assert published_text(tmp_path).count(b"\n") == 200_000
+    finally:
+        _resume(stopped)
+    assert stopped
+    warned = [m for m in lines if "has made no progress" in m and "stall_seconds 1" in m]
+    assert warned and all(re.search(r"shard '[ab]\.jsonl' \(worker pid \d+\)", m) for m in warned)
+    extract_dataset(spec, catalog)  # the next run completes from what is left
+    assert published_text(tmp_path).count(b"\n") == 200_000
