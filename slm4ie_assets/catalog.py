@@ -25,9 +25,10 @@ FORMAT_VERSION = 1  # bump when the bytes an extractor writes change for the sam
 
 _KEY_RE = re.compile(r"[A-Za-z0-9_]+")  # used with fullmatch: `$` would let a trailing newline through
 _TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "shard_group_threshold", "split_bytes",
-             "max_shards_per_run", "settle_seconds", "stall_seconds", "stall_timeout_seconds"}
+             "max_shards_per_run", "settle_seconds", "stall_seconds", "stall_timeout_seconds", "max_document_bytes"}
 _DATASET_KEYS = {"extractor", "domain", "metadata", "strict", "watch", "watch_interval", "schedule", "owners",
-                 "split_bytes", "max_shards_per_run", "settle_seconds", "stall_seconds", "stall_timeout_seconds"}
+                 "split_bytes", "max_shards_per_run", "settle_seconds", "stall_seconds", "stall_timeout_seconds",
+                 "max_document_bytes"}
 _ARCHIVE_KEYS = {"max_ratio", "max_bytes", "max_members"}
 DEFAULT_SPLIT_BYTES = 256 * 1024**2  # a file over this is extracted as several ranges (docs/splitting.md)
 # 0: a backfill of shards/<key> is one run per contiguous key range (the in-run pool uses the cores);
@@ -69,6 +70,7 @@ class DatasetSpec:
     settle_seconds: int = DEFAULT_SETTLE_SECONDS  # the raw sensor's quiet time before it plans a file
     stall_seconds: int = DEFAULT_STALL_SECONDS  # a pool worker without progress this long is reported
     stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT_SECONDS  # ... and fails the run (0: never)
+    max_document_bytes: int = 0  # a document (its text line) over this is dropped; 0: no cap (recipe when set)
     raw_dir: Path = Path()
     output_dir: Path = Path()
 
@@ -82,11 +84,12 @@ class DatasetSpec:
 
     @property
     def recipe(self) -> str:
-        """Everything besides the input bytes that decides a part's bytes."""
-        blob = json.dumps(
-            [FORMAT_VERSION, self.key, self.extractor, self.domain, self.raw_options],
-            sort_keys=True, default=str,
-        )
+        """Everything besides the input bytes that decides a part's bytes. A document cap joins it
+        only when set, so the recipe (and every part) of a dataset without one stays as it was."""
+        fields: list[Any] = [FORMAT_VERSION, self.key, self.extractor, self.domain, self.raw_options]
+        if self.max_document_bytes:
+            fields.append({"max_document_bytes": self.max_document_bytes})
+        blob = json.dumps(fields, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -210,7 +213,8 @@ def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) 
                           _whole(doc, (), "max_shards_per_run", DEFAULT_MAX_SHARDS_PER_RUN, problems),
                           _whole(doc, (), "settle_seconds", DEFAULT_SETTLE_SECONDS, problems),
                           _whole(doc, (), "stall_seconds", DEFAULT_STALL_SECONDS, problems),
-                          _whole(doc, (), "stall_timeout_seconds", DEFAULT_STALL_TIMEOUT_SECONDS, problems))
+                          _whole(doc, (), "stall_timeout_seconds", DEFAULT_STALL_TIMEOUT_SECONDS, problems),
+                          _whole(doc, (), "max_document_bytes", 0, problems))
     datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, defaults)
     _check_output_apart(doc, output_dir, datasets, problems)
     problems.raise_if_any(path)
@@ -244,13 +248,15 @@ class _Inherited:
     settle_seconds: int = DEFAULT_SETTLE_SECONDS
     stall_seconds: int = DEFAULT_STALL_SECONDS
     stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT_SECONDS
+    max_document_bytes: int = 0
 
 
 _WHOLE_MEANING = {"split_bytes": "a whole number of bytes >= 0 (0 = never split a file)",
                   "max_shards_per_run": "a whole number >= 0 (0 = one run per backfill range)",
                   "settle_seconds": "whole seconds >= 0 (0 = plan files as soon as they appear)",
                   "stall_seconds": "whole seconds >= 0 (0 = never report a worker without progress)",
-                  "stall_timeout_seconds": "whole seconds >= 0 (0 = never fail a run for a worker without progress)"}
+                  "stall_timeout_seconds": "whole seconds >= 0 (0 = never fail a run for a worker without progress)",
+                  "max_document_bytes": "a whole number of bytes >= 0 (0 = no cap on a document's size)"}
 
 
 def _whole(mapping: dict, where: KeyPath, name: str, default: int, problems: _Problems) -> int:
@@ -345,7 +351,7 @@ def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, prob
     settings["split_bytes"] = _whole(entry, where, "split_bytes", defaults.split_bytes, problems)
     settings["max_shards_per_run"] = _whole(entry, where, "max_shards_per_run", defaults.max_shards_per_run, problems)
     settings["settle_seconds"] = _whole(entry, where, "settle_seconds", defaults.settle_seconds, problems)
-    for name in ("stall_seconds", "stall_timeout_seconds"):
+    for name in ("stall_seconds", "stall_timeout_seconds", "max_document_bytes"):
         settings[name] = _whole(entry, where, name, getattr(defaults, name), problems)
     if len(problems) > n_before:
         return None

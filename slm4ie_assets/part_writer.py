@@ -45,7 +45,8 @@ class PartWriter:
         # a range of a split file continues its file: fallback ids, line numbers, the first 100
         # warnings (docs/splitting.md)
         self.ledger = DropLedger(limit=max(0, MAX_WARNINGS - before.drops))
-        self.context = ExtractContext(spec.key, spec.raw_dir, self.ledger, on_warning=None, before=before)
+        self.context = ExtractContext(spec.key, spec.raw_dir, self.ledger, on_warning=None, before=before,
+                                      max_document_bytes=spec.max_document_bytes)
         self._repair_room = max(0, MAX_WARNINGS - before.repaired_docs)
         self.repaired_docs = 0
         self._spec, self._shard, self._store, self._progress = spec, shard, store, progress
@@ -78,6 +79,7 @@ class PartWriter:
         is held in locals and stored back when the file ends, or when the extractor raises (the
         documents written before the error stay in the part)."""
         encode, source, domain, prefix = encode_document, self._source, self._domain, file.rel_stem
+        max_bytes = self._spec.max_document_bytes
         write_text, sidecar, uids, progress = self._text.write, self._sidecar, self._uids, self._progress
         docs, text_bytes, emitted, xxh3 = self.docs, self.text_bytes, self.context.before.docs, xxh3_64_intdigest
         annotated, tokens, sentences = self.annotated, self.tokens, self.sentences
@@ -85,7 +87,7 @@ class PartWriter:
         chars_min, chars_max = self._char_lengths.min, self._char_lengths.max
         try:
             for doc in documents:
-                encoded = encode(doc, source, domain, prefix, emitted)
+                encoded = encode(doc, source, domain, prefix, emitted, max_bytes)
                 if type(encoded) is Drop:  # Drop is final; cheaper than isinstance on every document
                     self.context.drop(encoded.reason, file, encoded.message)
                     continue

@@ -124,15 +124,15 @@ def count_range(spec: DatasetSpec, extractor: Extractor, file: InputFile) -> Ran
     """The counts of one range without writing anything: the same documents through the same
     encoder as the part writer (so its drops and repairs count alike), the same drop ledger; or the
     extractor's `quick_count` where it has one (text)."""
-    quick = extractor.quick_count(file)
+    quick = None if spec.max_document_bytes else extractor.quick_count(file)  # a cap may drop documents
     if quick is not None:
         return RangeCounts(docs=quick[0], lines=quick[1])
     ledger = DropLedger(limit=0)
-    ctx = ExtractContext(spec.key, spec.raw_dir, ledger, counting=True)
+    ctx = ExtractContext(spec.key, spec.raw_dir, ledger, counting=True, max_document_bytes=spec.max_document_bytes)
     docs = repaired = 0
     try:
         for doc in extractor.extract(file, ctx):
-            encoded = encode_document(doc, spec.key, spec.domain, "", docs)
+            encoded = encode_document(doc, spec.key, spec.domain, "", docs, spec.max_document_bytes)
             if type(encoded) is Drop:
                 ledger.add(encoded.reason, "")
                 continue

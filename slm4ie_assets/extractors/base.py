@@ -140,8 +140,10 @@ class ExtractContext:
     own running count at the end of the range."""
 
     def __init__(self, dataset: str, root: Path, ledger: DropLedger | None = None, on_warning=None,
-                 before: RangeCounts = FILE_START, counting: bool = False):
+                 before: RangeCounts = FILE_START, counting: bool = False, max_document_bytes: int = 0):
         self.dataset = dataset
+        # readers that can see a record's size before parsing it skip one over this (0: no cap)
+        self.max_document_bytes = max_document_bytes
         self.root = root
         self.ledger = ledger if ledger is not None else DropLedger()
         self._on_warning = on_warning

@@ -464,3 +464,32 @@ def test_a_stopped_pool_worker_is_reported_and_with_a_timeout_fails_the_run_nami
     assert warned and all(re.search(r"shard '[ab]\.jsonl' \(worker pid \d+\)", m) for m in warned)
     extract_dataset(spec, catalog)  # the next run completes from what is left
     assert published_text(tmp_path).count(b"\n") == 200_000
+
+
+# ----------------------------------------------------------------------------- one freak document
+
+
+def test_a_document_over_max_document_bytes_is_a_counted_drop_split_or_not(tmp_path):
+    big = "velik " * 2000  # ~12 KB of text in one document
+    blocks = [f"dokument {i}" for i in range(300)]
+    blocks[150] = big
+    files = {"a.txt": "\n\n".join(blocks) + "\n",
+             "b.jsonl": jsonl("J", 50) + json.dumps({"id": "huge", "text": big}).encode() + b"\n" + jsonl("K", 50)}
+    outputs = []
+    for split in (0, 1024):
+        root = tmp_path / f"split{split}"
+        write_files(root / "raw" / "d", files)
+        catalog = load_catalog(write_config(root, {"d": {"extractor": "text", "domain": "t"},
+                                                   "j": {"extractor": "jsonl", "domain": "t"}},
+                                            split_bytes=split, max_document_bytes=10_000))
+        (root / "raw" / "j").mkdir()
+        os.rename(root / "raw" / "d" / "b.jsonl", root / "raw" / "j" / "b.jsonl")
+        text = extract_dataset(catalog.dataset("d"), catalog, workers=2)
+        lines = extract_dataset(catalog.dataset("j"), catalog, workers=2)
+        assert text.manifest.drops == {"document_too_large": 1} == lines.manifest.drops
+        assert text.manifest.docs == 299 and lines.manifest.docs == 100
+        assert any("over max_document_bytes (10,000)" in w for w in text.warnings + lines.warnings)
+        outputs.append(((root / "out" / "d.jsonl").read_bytes(), (root / "out" / "j.jsonl").read_bytes()))
+    assert outputs[0] == outputs[1]  # ids after the dropped document agree however the file is split
+    plain = load_catalog(write_config(tmp_path / "split0", {"d": {"extractor": "text", "domain": "t"}}))
+    assert plain.dataset("d").recipe != catalog.dataset("d").recipe  # the cap is part of the recipe
