@@ -81,9 +81,12 @@ def require_raw_dir(spec: DatasetSpec) -> None:
 
 
 def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None) -> "ArchiveReport":
+    """Unpack the dataset's archives (the caller holds the dataset lock exclusive); first, retire
+    what a publish killed after its swap left (`DatasetStore.retire_unpublished`)."""
     from .archives import unpack_archives
 
     store = DatasetStore(spec)
+    store.retire_unpublished()
     return unpack_archives(spec.raw_dir, store.state / "archives.json", catalog.archives, log=log)
 
 

@@ -199,6 +199,15 @@ class DatasetStore:
         os.symlink(f"versions/{name}", self.current)
         fsync_dir(self.state)
 
+    def retire_unpublished(self) -> int:
+        """The versions a publish killed after its swap left beside `current` (and its swap's
+        temporary links): garbage whenever the dataset lock is held exclusive, since a version
+        appears in `versions/` and becomes `current` under one hold of it. Called before every
+        unpack, so a run that then finds the dataset up to date leaves nothing behind either (D17)."""
+        self.check_tree()
+        self._adopt_copied_current()
+        return self._remove_unpublished_versions() + self._remove_swap_leftovers() + self._retire_dangling_sidecar()
+
     def check_tree(self) -> None:
         """Refuse (UnsafeOutputTree) before anything is removed when `parts/`, `versions/`,
         `staging/` or `locks/` is a symbolic link, or holds an entry of a kind this package never

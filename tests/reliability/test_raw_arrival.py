@@ -493,3 +493,17 @@ def test_a_document_over_max_document_bytes_is_a_counted_drop_split_or_not(tmp_p
     assert outputs[0] == outputs[1]  # ids after the dropped document agree however the file is split
     plain = load_catalog(write_config(tmp_path / "split0", {"d": {"extractor": "text", "domain": "t"}}))
     assert plain.dataset("d").recipe != catalog.dataset("d").recipe  # the cap is part of the recipe
+
+
+def test_a_run_that_finds_the_dataset_up_to_date_retires_a_killed_publishs_old_version(tmp_path, instance):
+    """A publish killed after its swap, before its clean-up, leaves the previous version beside
+    `current`; the next Dagster run finds the output up to date and skips, and must still remove it."""
+    write_files(tmp_path / "raw" / "kas", {"a.txt": "prvi\n"})
+    project = DagsterProject(tmp_path, {"kas": {"extractor": "text", "domain": "t"}})
+    project.publish(instance, "kas")
+    store = DatasetStore(project.spec("kas"))
+    live = store.current.resolve()
+    shutil.copytree(live, store.versions / "v1-killed-after-swap")
+    result = project.publish(instance, "kas")
+    assert output_metadata(result, extracted_key("kas")).get("shards_up_to_date") == 1
+    assert [p.resolve() for p in store.versions.iterdir()] == [live]
