@@ -6,8 +6,8 @@ ETA. The calling process already sees, per shard, the documents written and the 
 a shard. While it waits for the pool, the calling process looks every second: a shard in flight
 whose two numbers have not moved for `stall_seconds` is logged once, naming the shard and the
 worker's pid; with `stall_timeout_seconds` set, one that has not moved for that long fails the run
-with `WorkerStalled` naming them, after the run's workers in flight are killed (a stopped or
-blocked process would otherwise keep the pool, and so the run, from ending). A killed worker's
+with `WorkerStalled` naming them, after the pool's workers are killed (a stopped or blocked
+process, even an idle one, would otherwise keep the pool, and so the run, from ending). A killed worker's
 locks go with it; its unfinished part is only `.partial` files, which the next run removes.
 
 With one worker the shard is extracted in the calling process, which cannot be watched this way
@@ -76,22 +76,22 @@ class StallWatch:
                 self._seen[task] = (numbers, now)
                 self._reported.discard(task)
                 continue
-            self._judge(task, now - seen[1], flying)
+            self._judge(task, now - seen[1])
         for task in set(self._seen) - set(flying):
             del self._seen[task]
 
-    def _judge(self, task: int, quiet: float, flying: list[int]) -> None:
+    def _judge(self, task: int, quiet: float) -> None:
         pid = self._pids[task]
         fail = self._limits.fail_seconds
         if fail > 0 and quiet >= fail:
-            # every worker in flight goes: the pool cannot shut down while one is stopped or
-            # blocked, and a killed part writer leaves only `.partial` files (crash-safe by design)
-            for other in [task] + [t for t in flying if t != task]:
-                if self._pids[other] > 0:
-                    try:
-                        os.kill(self._pids[other], signal.SIGKILL)
-                    except OSError:
-                        pass  # it ended meanwhile
+            # every worker of this pool goes (each wrote its pid here on its first shard): the pool
+            # cannot shut down while one is stopped or blocked, even an idle one, and a killed part
+            # writer leaves only `.partial` files (crash-safe by design)
+            for worker in sorted({pid for pid in self._pids if pid > 0}, key=lambda p: p != pid):
+                try:
+                    os.kill(worker, signal.SIGKILL)
+                except OSError:
+                    pass  # it ended meanwhile
             raise WorkerStalled(f"{self._what(task, pid)} for {quiet:.0f}s, beyond stall_timeout_seconds "
                                 f"({fail:g}); the run's workers were killed and nothing was published. Check the "
                                 "input (a hung network mount, a file being rewritten) and run again")

@@ -440,8 +440,8 @@ def test_a_stopped_pool_worker_is_reported_and_with_a_timeout_fails_the_run_nami
 
     def log(message: str) -> None:
         lines.append(message)
-        if not stopped and any(p.name.endswith(".partial") for p in DatasetStore(spec).parts.glob("*")):
-            stopped.extend(_pool_workers())  # the pool workers, each in the middle of a shard
+        if not stopped and len(list(DatasetStore(spec).parts.glob("*.jsonl.partial"))) == 2:
+            stopped.extend(_pool_workers())  # both pool workers, each in the middle of its shard
             for pid in stopped:
                 os.kill(pid, signal.SIGSTOP)
         if timeout == 0 and stopped and not resumed and any("has made no progress" in m for m in lines):
