@@ -135,6 +135,18 @@ def cached_cuts(extractor: Extractor, file: InputFile, fp: Fingerprint, split_by
     return cuts
 
 
+def _stamp_and_fingerprint(extractor: Extractor, file: InputFile) -> tuple[InputStamp, Fingerprint]:
+    """The file's stamp (input_stamps.py) and fingerprint; from one stat call when the extractor
+    fingerprints as the base class does (size and mtime), which keeps planning a stat per file.
+    The stamp is taken first: a change between the two shows when the part is committed."""
+    stamp = stamp_of(file.path)
+    if type(extractor).fingerprint_of is Extractor.fingerprint_of and len(stamp.entries) == 1:
+        name, st = stamp.entries[0]
+        if name == "" and st is not None:
+            return stamp, Fingerprint(st[0], str(st[1]))
+    return stamp, extractor.fingerprint_of(file)
+
+
 def plan_shards(extractor: Extractor, files: Sequence[InputFile],
                 group_threshold: int = DEFAULT_GROUP_THRESHOLD, split_bytes: int = 0) -> list[Shard]:
     """The dataset's shards in the publish order of ADDENDUM 3.1."""
@@ -143,8 +155,8 @@ def plan_shards(extractor: Extractor, files: Sequence[InputFile],
     if avg == 1:
         shards = []
         for f in files:
-            stamp = stamp_of(f.path)  # before the fingerprint: a change between the two shows later
-            shards += range_shards(extractor, f, extractor.fingerprint_of(f), split_bytes, stamp)
+            stamp, fp = _stamp_and_fingerprint(extractor, f)
+            shards += range_shards(extractor, f, fp, split_bytes, stamp)
         return shards
     mask = avg - 1
     shards = []
@@ -153,8 +165,7 @@ def plan_shards(extractor: Extractor, files: Sequence[InputFile],
     fps: list[Fingerprint] = []
     stamps: list[InputStamp] = []
     for f in files:
-        stamp = stamp_of(f.path)
-        fp = extractor.fingerprint_of(f)
+        stamp, fp = _stamp_and_fingerprint(extractor, f)
         alone = (range_shards(extractor, f, fp, split_bytes, stamp)
                  if split_bytes > 0 and fp.size > split_bytes else None)
         if alone is not None or _path_hash(f.rel) & mask == 0:
