@@ -170,10 +170,10 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
                 context.log.info(message)
 
         with dataset_lock(lock_path(spec), spec.key, log=context.log.info):
-            unpack(spec, catalog, log=unpack_log)
+            archives = unpack(spec, catalog, log=unpack_log)
         workers = effective_workers(extract.max_workers, catalog.max_workers)
         plan = plan_dataset(spec, force=extract.force, workers=workers, group_threshold=catalog.shard_group_threshold,
-                            progress_seconds=extract.progress_seconds)
+                            progress_seconds=extract.progress_seconds, archive_drops=archives.drops)
         added, deleted = sync_partitions(context.instance, spec.key, [s.key for s in plan.shards])
         observe_raw_in_step(context, spec, plan.shards)
         context.log.info(

@@ -26,14 +26,20 @@ FORMAT_VERSION = 1  # bump when the bytes an extractor writes change for the sam
 
 _KEY_RE = re.compile(r"[A-Za-z0-9_]+")  # used with fullmatch: `$` would let a trailing newline through
 _TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "shard_group_threshold", "split_bytes",
-             "max_shards_per_run"}
+             "max_shards_per_run", "settle_seconds", "stall_seconds", "stall_timeout_seconds", "max_document_bytes"}
 _DATASET_KEYS = {"extractor", "domain", "metadata", "strict", "watch", "watch_interval", "schedule", "owners",
-                 "split_bytes", "max_shards_per_run"}
-_ARCHIVE_KEYS = {"max_ratio", "max_bytes"}
+                 "split_bytes", "max_shards_per_run", "settle_seconds", "stall_seconds", "stall_timeout_seconds",
+                 "max_document_bytes"}
+_ARCHIVE_KEYS = {"max_ratio", "max_bytes", "max_members"}
 DEFAULT_SPLIT_BYTES = 256 * 1024**2  # a file over this is extracted as several ranges (docs/splitting.md)
 # 0: a backfill of shards/<key> is one run per contiguous key range (the in-run pool uses the cores);
 # N: runs of at most N shards, which the run queue runs side by side (D24)
 DEFAULT_MAX_SHARDS_PER_RUN = 0
+# the raw sensor plans a file only once nothing wrote to it (mtime and ctime) for this long (settling.py)
+DEFAULT_SETTLE_SECONDS = 120
+# a pool worker whose shard shows no progress this long is reported; with a timeout, the run fails (stalls.py)
+DEFAULT_STALL_SECONDS = 600
+DEFAULT_STALL_TIMEOUT_SECONDS = 0  # 0: never fail, only report
 
 
 
@@ -45,6 +51,7 @@ class CatalogError(ValueError):
 class ArchiveLimits:
     max_ratio: float = 50.0
     max_bytes: int = 200 * 1024**3
+    max_members: int = 200_000  # files and folders in one archive (each costs an inode and a state entry)
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,10 @@ class DatasetSpec:
     owners: tuple[str, ...] = ()  # Dagster asset owners: e-mail addresses or `team:<name>`
     split_bytes: int = DEFAULT_SPLIT_BYTES  # 0: files are never split; not in the recipe (same bytes)
     max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN  # fan-out of shard backfills and sensor runs (D24)
+    settle_seconds: int = DEFAULT_SETTLE_SECONDS  # the raw sensor's quiet time before it plans a file
+    stall_seconds: int = DEFAULT_STALL_SECONDS  # a pool worker without progress this long is reported
+    stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT_SECONDS  # ... and fails the run (0: never)
+    max_document_bytes: int = 0  # a document (its text line) over this is dropped; 0: no cap (recipe when set)
     raw_dir: Path = Path()
     output_dir: Path = Path()
 
@@ -74,11 +85,12 @@ class DatasetSpec:
 
     @property
     def recipe(self) -> str:
-        """Everything besides the input bytes that decides a part's bytes."""
-        blob = json.dumps(
-            [FORMAT_VERSION, self.key, self.extractor, self.domain, self.raw_options],
-            sort_keys=True, default=str,
-        )
+        """Everything besides the input bytes that decides a part's bytes. A document cap joins it
+        only when set, so the recipe (and every part) of a dataset without one stays as it was."""
+        fields: list[Any] = [FORMAT_VERSION, self.key, self.extractor, self.domain, self.raw_options]
+        if self.max_document_bytes:
+            fields.append({"max_document_bytes": self.max_document_bytes})
+        blob = json.dumps(fields, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -199,11 +211,33 @@ def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) 
         threshold = 1000
     limits = _archive_limits(doc.get("archives"), problems)
     defaults = _Inherited(_whole(doc, (), "split_bytes", DEFAULT_SPLIT_BYTES, problems),
-                          _whole(doc, (), "max_shards_per_run", DEFAULT_MAX_SHARDS_PER_RUN, problems))
+                          _whole(doc, (), "max_shards_per_run", DEFAULT_MAX_SHARDS_PER_RUN, problems),
+                          _whole(doc, (), "settle_seconds", DEFAULT_SETTLE_SECONDS, problems),
+                          _whole(doc, (), "stall_seconds", DEFAULT_STALL_SECONDS, problems),
+                          _whole(doc, (), "stall_timeout_seconds", DEFAULT_STALL_TIMEOUT_SECONDS, problems),
+                          _whole(doc, (), "max_document_bytes", 0, problems))
     datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, defaults)
+    _check_output_apart(doc, output_dir, datasets, problems)
     problems.raise_if_any(path)
     return Catalog(path, input_dir, output_dir, max_workers, limits, threshold, datasets, defaults.split_bytes,
                    defaults.max_shards_per_run)
+
+
+def _check_output_apart(doc: dict, output_dir: Path, datasets: dict, problems: _Problems) -> None:
+    """An output folder inside a raw folder makes every run read its own parts and versions back as
+    input (2 -> 8 -> 30 documents); a raw folder inside the output folder mixes inputs with what
+    clean-up and publish own. Both are refused, at the `output_dir` line (or the dataset's)."""
+    for key, spec in datasets.items():
+        raw = spec.raw_dir.resolve()
+        if output_dir == raw or output_dir.is_relative_to(raw):
+            what = f"the output folder {output_dir} is inside dataset {key!r}'s raw folder {raw}"
+        elif raw.is_relative_to(output_dir):
+            what = f"the output folder {output_dir} holds dataset {key!r}'s raw folder {raw}"
+        else:
+            continue
+        where = ("output_dir",) if "output_dir" in doc else ("datasets", key)
+        problems.add(where, f"{what}: each run would read its own outputs back as input (or clean-up would "
+                            "touch raw files); put output_dir and input_dir/<key> side by side")
 
 
 @dataclass(frozen=True)
@@ -212,10 +246,18 @@ class _Inherited:
 
     split_bytes: int = DEFAULT_SPLIT_BYTES
     max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN
+    settle_seconds: int = DEFAULT_SETTLE_SECONDS
+    stall_seconds: int = DEFAULT_STALL_SECONDS
+    stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT_SECONDS
+    max_document_bytes: int = 0
 
 
 _WHOLE_MEANING = {"split_bytes": "a whole number of bytes >= 0 (0 = never split a file)",
-                  "max_shards_per_run": "a whole number >= 0 (0 = one run per backfill range)"}
+                  "max_shards_per_run": "a whole number >= 0 (0 = one run per backfill range)",
+                  "settle_seconds": "whole seconds >= 0 (0 = plan files as soon as they appear)",
+                  "stall_seconds": "whole seconds >= 0 (0 = never report a worker without progress)",
+                  "stall_timeout_seconds": "whole seconds >= 0 (0 = never fail a run for a worker without progress)",
+                  "max_document_bytes": "a whole number of bytes >= 0 (0 = no cap on a document's size)"}
 
 
 def _whole(mapping: dict, where: KeyPath, name: str, default: int, problems: _Problems) -> int:
@@ -244,7 +286,7 @@ def _archive_limits(arch: Any, problems: _Problems) -> ArchiveLimits:
         problems.add(("archives",), "expected a mapping with max_ratio and/or max_bytes")
         return limits
     for k in sorted(set(arch) - _ARCHIVE_KEYS, key=str):
-        problems.add(("archives", k), "unknown key (allowed: max_ratio, max_bytes)")
+        problems.add(("archives", k), "unknown key (allowed: max_ratio, max_bytes, max_members)")
     ratio = arch.get("max_ratio", limits.max_ratio)
     mbytes = arch.get("max_bytes", limits.max_bytes)
     if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or ratio <= 0:
@@ -253,7 +295,11 @@ def _archive_limits(arch: Any, problems: _Problems) -> ArchiveLimits:
     if not _is_int(mbytes) or mbytes <= 0:
         problems.add(("archives", "max_bytes"), f"expected a positive whole number, got {mbytes!r}")
         mbytes = limits.max_bytes
-    return ArchiveLimits(float(ratio), int(mbytes))
+    members = arch.get("max_members", limits.max_members)
+    if not _is_int(members) or members <= 0:
+        problems.add(("archives", "max_members"), f"expected a positive whole number, got {members!r}")
+        members = limits.max_members
+    return ArchiveLimits(float(ratio), int(mbytes), int(members))
 
 
 def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: _Problems,
@@ -305,6 +351,9 @@ def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, prob
     settings = _dataset_settings(entry, where, problems)
     settings["split_bytes"] = _whole(entry, where, "split_bytes", defaults.split_bytes, problems)
     settings["max_shards_per_run"] = _whole(entry, where, "max_shards_per_run", defaults.max_shards_per_run, problems)
+    settings["settle_seconds"] = _whole(entry, where, "settle_seconds", defaults.settle_seconds, problems)
+    for name in ("stall_seconds", "stall_timeout_seconds", "max_document_bytes"):
+        settings[name] = _whole(entry, where, name, getattr(defaults, name), problems)
     if len(problems) > n_before:
         return None
     assert isinstance(extractor, str) and isinstance(domain, str)  # checked above, else a problem was added

@@ -32,9 +32,11 @@ class Drop:
     message: str
 
 
-def encode_document(doc: Document, source: str, domain: str, prefix: str, index: int) -> EncodedDocument | Drop:
+def encode_document(doc: Document, source: str, domain: str, prefix: str, index: int,
+                    max_bytes: int = 0) -> EncodedDocument | Drop:
     """`prefix` and `index` (documents of this file written so far) name a document without an id
-    (ADDENDUM 4.1)."""
+    (ADDENDUM 4.1). A text over `max_bytes` in UTF-8 (the dataset's `max_document_bytes`; 0: no
+    cap) is dropped as `document_too_large`."""
     text = doc.text
     if text.__class__ is not str and not isinstance(text, str):
         return Drop("non_string_text", f"text is a {type(text).__name__}, not a string; document skipped")
@@ -52,8 +54,22 @@ def encode_document(doc: Document, source: str, domain: str, prefix: str, index:
         if ann is not None and ann.forms:
             ann_line = _orjson_dumps(annotation_record(doc_id, doc_uid, ann), option=_NEWLINE)
     except (orjson.JSONEncodeError, TypeError):
-        return _encode_repaired(doc, rec, doc_id, doc_uid)
+        repaired = _encode_repaired(doc, rec, doc_id, doc_uid)
+        if max_bytes and type(repaired) is not Drop and len(repaired[2]) > max_bytes:
+            return _too_large(doc_id, text, max_bytes) or repaired
+        return repaired
+    if max_bytes and len(line) > max_bytes:  # the line is never shorter than the text's UTF-8 bytes
+        return _too_large(doc_id, text, max_bytes) or (doc_id, doc_uid, line, ann_line, _NO_REPAIRS)
     return doc_id, doc_uid, line, ann_line, _NO_REPAIRS
+
+
+def _too_large(doc_id: str, text: str, max_bytes: int) -> Drop | None:
+    """The drop of a document whose text is over `max_bytes` in UTF-8, else None."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= max_bytes:
+        return None
+    return Drop("document_too_large", f"document {doc_id!r}: its text is {size:,} bytes, over "
+                                      f"max_document_bytes ({max_bytes:,}); skipped")
 
 
 def _encode_repaired(doc: Document, rec: dict, doc_id: str, doc_uid: str) -> EncodedDocument | Drop:

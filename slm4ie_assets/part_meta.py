@@ -61,9 +61,21 @@ def add_counts(total: dict[str, int], counts: dict[str, int]) -> None:
         total[reason] = total.get(reason, 0) + n
 
 
-def merged_drops(metas: Iterable[PartMeta], unreadable_paths: int = 0) -> dict[str, int]:
-    """The drop ledger of several parts; raw entries that could not be listed come first (D6)."""
-    drops = {"unreadable_path": unreadable_paths} if unreadable_paths else {}
+def discovery_reason(warning: str) -> str:
+    """The reason a discovery warning (`"<key>/<entry>: <why> [reason]"`) is counted under:
+    `unreadable_path` for a raw entry, `bad_archive` or `duplicate_member` for archives (D6)."""
+    if warning.endswith("]") and " [" in warning:
+        return warning[warning.rindex(" [") + 2:-1]
+    return "unreadable_path"
+
+
+def merged_drops(metas: Iterable[PartMeta], discovery: Iterable[str] = ()) -> dict[str, int]:
+    """The drop ledger of several parts; what planning found (raw entries that could not be read,
+    skipped archives and members) comes first (D6)."""
+    drops: dict[str, int] = {}
+    for warning in discovery:
+        reason = discovery_reason(warning)
+        drops[reason] = drops.get(reason, 0) + 1
     for meta in metas:
         add_counts(drops, meta.drops)
     return drops

@@ -16,6 +16,7 @@ from .catalog import FORMAT_VERSION, DatasetSpec
 from .document_encoder import Drop, encode_document
 from .extractors.base import FILE_START, DropLedger, ExtractContext, Extractor, InputFile, RangeCounts, is_input_error
 from .gzipio import ChunkWriter, fsync_file
+from .input_stamps import InputChanged, changed_entry, describe_change, stamp_of
 from .length_stats import LengthCounter, LengthStats
 from .part_meta import PartMeta
 from .schema import Document
@@ -44,7 +45,8 @@ class PartWriter:
         # a range of a split file continues its file: fallback ids, line numbers, the first 100
         # warnings (docs/splitting.md)
         self.ledger = DropLedger(limit=max(0, MAX_WARNINGS - before.drops))
-        self.context = ExtractContext(spec.key, spec.raw_dir, self.ledger, on_warning=None, before=before)
+        self.context = ExtractContext(spec.key, spec.raw_dir, self.ledger, on_warning=None, before=before,
+                                      max_document_bytes=spec.max_document_bytes)
         self._repair_room = max(0, MAX_WARNINGS - before.repaired_docs)
         self.repaired_docs = 0
         self._spec, self._shard, self._store, self._progress = spec, shard, store, progress
@@ -77,6 +79,7 @@ class PartWriter:
         is held in locals and stored back when the file ends, or when the extractor raises (the
         documents written before the error stay in the part)."""
         encode, source, domain, prefix = encode_document, self._source, self._domain, file.rel_stem
+        max_bytes = self._spec.max_document_bytes
         write_text, sidecar, uids, progress = self._text.write, self._sidecar, self._uids, self._progress
         docs, text_bytes, emitted, xxh3 = self.docs, self.text_bytes, self.context.before.docs, xxh3_64_intdigest
         annotated, tokens, sentences = self.annotated, self.tokens, self.sentences
@@ -84,7 +87,7 @@ class PartWriter:
         chars_min, chars_max = self._char_lengths.min, self._char_lengths.max
         try:
             for doc in documents:
-                encoded = encode(doc, source, domain, prefix, emitted)
+                encoded = encode(doc, source, domain, prefix, emitted, max_bytes)
                 if type(encoded) is Drop:  # Drop is final; cheaper than isinstance on every document
                     self.context.drop(encoded.reason, file, encoded.message)
                     continue
@@ -198,6 +201,15 @@ def _extract_file(writer: PartWriter, extractor: Extractor, file: InputFile) -> 
                             f"{writer.file_docs} document(s) read before it, skipped the rest of the file")
 
 
+def check_inputs_unchanged(dataset: str, shard: Shard) -> None:
+    """Raise InputChanged, naming the file, when an input's stat differs from the plan's (a write,
+    a rename over it, a removal), so the part read from it is never committed."""
+    for file, planned in zip(shard.files, shard.stamps, strict=False):
+        inner = changed_entry(planned, stamp_of(file.path))
+        if inner is not None:
+            raise InputChanged(describe_change(dataset, file.rel, inner), file.rel)
+
+
 def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
                progress: Progress | None = None, before: RangeCounts = FILE_START) -> PartMeta:
     """Extract one shard into its part files and commit them with the meta file; a range of a
@@ -216,6 +228,7 @@ def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, st
             writer.files_done += 1
             if progress is not None:
                 progress(writer.docs, writer.text_bytes, writer.files_done)
+        check_inputs_unchanged(spec.key, shard)
         meta = writer.commit()
     except BaseException:
         writer.abort()

@@ -18,6 +18,7 @@ from .assembly import VersionStager
 from .catalog import Catalog, DatasetSpec
 from .extractors.base import FILE_START, Extractor, InputFile, RangeCounts
 from .extractors.registry import make_extractor
+from .input_stamps import InputChanged
 from .locked_parts import PartOutcome, outcome_message, write_part_in_worker, write_part_locked
 from .locks import LockTimeout, dataset_lock
 from .manifest import Manifest
@@ -35,6 +36,7 @@ from .progress import (
 from .publish import current_metas, publish
 from .shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
 from .split import RangeBook, count_range, run_pooled, shard_inputs
+from .stalls import POLL_SECONDS, StallLimits, StallWatch, init_watched_worker, mark_started
 from .store import DatasetStore
 
 if TYPE_CHECKING:  # imported when unpacking, not by every pool worker
@@ -79,23 +81,28 @@ def require_raw_dir(spec: DatasetSpec) -> None:
 
 
 def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None) -> "ArchiveReport":
+    """Unpack the dataset's archives (the caller holds the dataset lock exclusive); first, retire
+    what a publish killed after its swap left (`DatasetStore.retire_unpublished`)."""
     from .archives import unpack_archives
 
     store = DatasetStore(spec)
+    store.retire_unpublished()
     return unpack_archives(spec.raw_dir, store.state / "archives.json", catalog.archives, log=log)
 
 
 def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
-                 group_threshold: int = DEFAULT_GROUP_THRESHOLD, progress_seconds: float | None = None) -> DatasetPlan:
+                 group_threshold: int = DEFAULT_GROUP_THRESHOLD, progress_seconds: float | None = None,
+                 archive_drops: Sequence[str] = ()) -> DatasetPlan:
+    """`archive_drops`: the ledger lines of the unpack before it (`ArchiveReport.drops`)."""
     require_raw_dir(spec)
     extractor = make_extractor(spec.extractor, spec.options)
     discovery = extractor.list_inputs(spec.raw_dir)
-    # D6: raw entries named like inputs that cannot be read
-    unreadable = [f"{spec.key}/{entry} [unreadable_path]" for entry in discovery.unreadable]
+    # D6: skipped archives and members, then raw entries named like inputs that cannot be read
+    unreadable = list(archive_drops) + [f"{spec.key}/{entry} [unreadable_path]" for entry in discovery.unreadable]
     shards = plan_shards(extractor, discovery.files, group_threshold, spec.split_bytes)  # docs/splitting.md
     store = DatasetStore(spec)
     stale = [s for s in shards if force or not store.part_is_current(s)]
-    up_to_date = not force and not stale and store.is_published(shards)
+    up_to_date = not force and not stale and store.is_published(shards, unreadable)
     return DatasetPlan(spec, shards, stale, up_to_date, force, workers, unreadable=unreadable,
                        progress_seconds=progress_seconds)
 
@@ -107,6 +114,7 @@ def _extract_one(spec: DatasetSpec, shard: Shard, task: int, force: bool,
                  before: RangeCounts = FILE_START) -> PartOutcome:
     """Pool worker: rebuild the extractor from the picklable spec and write one part (a range of a
     split file continues where `before` says, docs/splitting.md)."""
+    mark_started(task)
     extractor = _worker_extractor(spec)
     with pool_worker_hook(task, shard) as hook:
         return write_part_in_worker(spec, extractor, shard, DatasetStore(spec), force, hook, before)
@@ -144,7 +152,11 @@ def extract_parts(spec: DatasetSpec, shards: list[Shard], workers: int = 1, log:
     if not shards:
         return []
     with dataset_lock(lock_path(spec), spec.key, log=log, shared=True):
-        return _extract_parts_held(spec, shards, workers, log, on_part, progress_seconds, force, on_current)
+        try:
+            return _extract_parts_held(spec, shards, workers, log, on_part, progress_seconds, force, on_current)
+        except InputChanged as exc:  # no part of this run read from the file's old state may stay
+            DatasetStore(spec).uncommit(s.key for s in shards if any(f.rel == exc.rel for f in s.files))
+            raise
 
 
 def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, log: Log | None,
@@ -154,8 +166,10 @@ def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, lo
     workers = max(1, min(workers, len(shards)))
     counters: Counters | None = None  # per task: [documents, input bytes read], written where it is extracted
     board = None
-    if log is not None:
+    watched = workers > 1 and (spec.stall_seconds > 0 or spec.stall_timeout_seconds > 0)  # stalls.py
+    if log is not None or watched:
         counters = multiprocessing.RawArray("q", 2 * len(shards)) if workers > 1 else [0] * (2 * len(shards))
+    if log is not None and counters is not None:
         board = ProgressBoard(spec.key, shards, counters, interval, log)
     results: dict[int, PartMeta] = {}
 
@@ -182,7 +196,7 @@ def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, lo
         if workers == 1:
             _extract_serial(spec, shards, counters, sampling_period(interval), report, force, log)
         else:
-            _extract_pooled(spec, shards, workers, counters, sampling_period(interval), report, force)
+            _extract_pooled(spec, shards, workers, counters, sampling_period(interval), report, force, log)
     return [results[t] for t in range(len(shards)) if t in results]
 
 
@@ -208,19 +222,28 @@ def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: Counters |
 
 
 def _extract_pooled(spec: DatasetSpec, shards: list[Shard], workers: int, counters: Counters | None,
-                    period: float, report: Callable[[int, PartOutcome], None], force: bool) -> None:
-    """A `spawn` pool; the shared counters reach the workers through the pool's initializer."""
+                    period: float, report: Callable[[int, PartOutcome], None], force: bool,
+                    log: Log | None = None) -> None:
+    """A `spawn` pool; the shared counters (and the stall watch's pid slots) reach the workers
+    through the pool's initializer."""
     ctx = multiprocessing.get_context("spawn")
     order = sorted(range(len(shards)), key=lambda task: -shards[task].size)
+    watch = None
     if counters is None:
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    elif spec.stall_seconds > 0 or spec.stall_timeout_seconds > 0:
+        pids = multiprocessing.RawArray("q", len(shards))
+        limits = StallLimits(spec.stall_seconds or float("inf"), spec.stall_timeout_seconds)
+        watch = StallWatch(spec.key, shards, counters, pids, limits, log).check
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_watched_worker,
+                                   initargs=(counters, period, pids))
     else:
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_pool_worker,
                                    initargs=(counters, period))
     with pool:
         run_pooled(shards, order,
                    lambda task, before: pool.submit(_extract_one, spec, shards[task], task, force, before),
-                   lambda file: pool.submit(_count_one, spec, file), report, workers)
+                   lambda file: pool.submit(_count_one, spec, file), report, workers, watch, POLL_SECONDS)
 
 
 # ----------------------------------------------------------------------------- one call
@@ -245,7 +268,7 @@ class StrictModeViolation(RuntimeError):
 def check_strict(spec: DatasetSpec, metas: list[PartMeta], discovery: Sequence[str] = ()) -> None:
     if not spec.strict:
         return
-    drops = merged_drops(metas, len(discovery))
+    drops = merged_drops(metas, discovery)
     if drops:
         first = next((w for w in discovery), "") or next((w for m in metas for w in m.warnings), "")
         summary = ", ".join(f"{k}: {v}" for k, v in sorted(drops.items()))
@@ -268,7 +291,7 @@ def extract_and_publish(plan: DatasetPlan, log: Log | None = None,
         store.cleanup(keep_keys=[s.key for s in plan.shards])
         # re-check under the lock: another run may have done the work meanwhile
         stale = [s for s in plan.shards if plan.force or not store.part_is_current(s)]
-        if not plan.force and not stale and store.is_published(plan.shards):
+        if not plan.force and not stale and store.is_published(plan.shards, plan.unreadable):
             manifest = store.published_manifest()
             return RunReport(spec.key, True, len(plan.shards), [], manifest, [], time.monotonic() - started, [])
         stager = _start_stager(plan, store, stale)
@@ -333,7 +356,7 @@ def _publish_held(plan: DatasetPlan, store: DatasetStore,
     """Publish (the dataset lock is held EXCLUSIVE and every part is current), unless another run
     already published exactly these parts and this one is not forced. Returns (manifest, skipped)."""
     spec = plan.spec
-    if not plan.force and store.is_published(plan.shards):
+    if not plan.force and store.is_published(plan.shards, plan.unreadable):
         return store.published_manifest(), True
     check_strict(spec, current_metas(spec, plan.shards, store), plan.unreadable)
     return publish(spec, plan.shards, store, plan.unreadable, stager), False
@@ -344,8 +367,9 @@ def extract_dataset(spec: DatasetSpec, catalog: Catalog, force: bool = False, wo
     """The whole job without Dagster: unpack, plan, extract, publish."""
     require_raw_dir(spec)
     with dataset_lock(lock_path(spec), spec.key, log=log):
-        unpack(spec, catalog, log)
-    plan = plan_dataset(spec, force, effective_workers(workers, catalog.max_workers), catalog.shard_group_threshold)
+        archives = unpack(spec, catalog, log)
+    plan = plan_dataset(spec, force, effective_workers(workers, catalog.max_workers), catalog.shard_group_threshold,
+                        archive_drops=archives.drops)
     return extract_and_publish(plan, log)
 
 

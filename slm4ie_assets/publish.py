@@ -17,9 +17,16 @@ from .length_stats import merged_lengths
 from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops, merged_repairs
 from .shards import Shard
-from .store import MANIFEST, PARTIAL, STATE_DIR, DatasetStore, OutputWriteError, fsync_dir, write_atomic
-
-MAX_DISCOVERY_WARNINGS = 100
+from .store import (
+    MANIFEST,
+    MAX_DISCOVERY_WARNINGS,
+    PARTIAL,
+    STATE_DIR,
+    DatasetStore,
+    OutputWriteError,
+    fsync_dir,
+    write_atomic,
+)
 
 
 def publish(spec: DatasetSpec, shards: list[Shard], store: DatasetStore,
@@ -116,7 +123,7 @@ def _write_manifest(spec: DatasetSpec, shards: list[Shard], store: DatasetStore,
         docs=docs, annotated_docs=sum(m.annotated_docs for m in metas), tokens=sum(m.tokens for m in metas),
         sentences=sum(m.sentences for m in metas), text_bytes=text_path.stat().st_size,
         sidecar_bytes=side_path.stat().st_size if has_sidecar else 0, has_sidecar=has_sidecar,
-        sidecar_lines=docs if has_sidecar else 0, drops=merged_drops(metas, len(discovery)),
+        sidecar_lines=docs if has_sidecar else 0, drops=merged_drops(metas, discovery),
         discovery_warnings=tuple(discovery[:MAX_DISCOVERY_WARNINGS]), repairs=merged_repairs(metas),
         duplicate_uids=duplicates.count, duplicate_examples=duplicates.examples,
         published_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -22,7 +22,9 @@ The cursor holds the dataset's recipe and one 8-byte digest per bucket of shards
 hashed by key), about 700 characters whatever the dataset size: Dagster stores the cursor with
 every tick. Only the part metas of shards in buckets whose digest moved are read, so an idle tick
 reads no part meta; a changed recipe (extract.yaml edited) moves every bucket.
-A tick finding the dataset lock held skips, leaving the cursor alone: a run is rewriting parts.
+A tick finding the dataset lock held skips, leaving the cursor alone: a run is rewriting parts. So
+does a tick that finds files still arriving (settling.py: written within `settle_seconds`, or under
+a temporary name); its skip reason says how many.
 A tick that finds the raw tree changed also reports an observation of the external `raw/<key>` asset
 whose data version digests the shard keys and fingerprints (lineage.py, DAGSTER_NOTES 6).
 """
@@ -53,6 +55,7 @@ from .catalog import Catalog, DatasetSpec
 from .lineage import observed_raw_version, raw_observation
 from .locks import LockTimeout, dataset_lock
 from .pipeline import lock_path, unpack
+from .settling import arrivals
 from .shards import Shard, list_shards
 from .stale_runs import reap_dead_runs
 from .store import DatasetStore
@@ -226,6 +229,9 @@ def evaluate_raw(
         return SkipReason(f"{spec.key}: raw folder {spec.raw_dir} does not exist")
     try:
         with dataset_lock(lock_path(spec), spec.key, timeout=0, log=lambda _msg: None):
+            arriving = arrivals(spec.raw_dir, spec.settle_seconds, DatasetStore(spec).state / "archives.json")
+            if arriving:  # settling.py: plan nothing (and keep the cursor) until the copy is done
+                return SkipReason(arriving.reason(spec.key, spec.settle_seconds))
             unpack(spec, catalog, log=log)
             shards = list_shards(spec, catalog.shard_group_threshold)
             registered = instance.get_dynamic_partitions(partitions_name(spec.key))

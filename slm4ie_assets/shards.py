@@ -24,9 +24,10 @@ Fingerprints come from stat alone, so planning never reads content (split files 
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .extractors.base import Extractor, Fingerprint, InputFile, sort_key
+from .input_stamps import InputStamp, stamp_of
 from .split import plan_cuts, range_files
 
 MAX_KEY_LEN = 512
@@ -47,6 +48,9 @@ class Shard:
     files: tuple[InputFile, ...]
     fingerprint: str
     size: int  # bytes of all its files, from their fingerprints
+    # each file's full stat when planned (input_stamps.py): checked again before the part commits;
+    # not persisted, not compared (empty: a shard built without planning, never checked)
+    stamps: tuple[InputStamp, ...] = field(default=(), compare=False)
 
     @property
     def order(self) -> tuple:
@@ -85,27 +89,30 @@ def _path_hash(rel: str) -> int:
     return int.from_bytes(hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=8).digest(), "little")
 
 
-def _group_shard(key: str, files: list[InputFile], fps: list[Fingerprint]) -> Shard:
+def _group_shard(key: str, files: list[InputFile], fps: list[Fingerprint], stamps: list[InputStamp]) -> Shard:
     h = hashlib.sha1()
     for f, fp in zip(files, fps, strict=True):
         h.update(f.rel.encode("utf-8", "surrogateescape"))
         h.update(b"\0")
         h.update(str(fp).encode())
         h.update(b"\n")
-    return Shard(key, tuple(files), f"g{len(files)}:{h.hexdigest()[:20]}", sum(fp.size for fp in fps))
+    return Shard(key, tuple(files), f"g{len(files)}:{h.hexdigest()[:20]}", sum(fp.size for fp in fps),
+                 tuple(stamps))
 
 
-def range_shards(extractor: Extractor, file: InputFile, fp: Fingerprint, split_bytes: int) -> list[Shard]:
+def range_shards(extractor: Extractor, file: InputFile, fp: Fingerprint, split_bytes: int,
+                 stamp: InputStamp | None = None) -> list[Shard]:
     """One shard for the file, or one per range when it is over `split_bytes` and its format splits."""
+    stamps = () if stamp is None else (stamp,)
     if extractor.split_at is None or split_bytes <= 0 or fp.size <= split_bytes:
-        return [Shard(shard_key(file.rel), (file,), str(fp), fp.size)]
+        return [Shard(shard_key(file.rel), (file,), str(fp), fp.size, stamps)]
     cuts = cached_cuts(extractor, file, fp, split_bytes)
     if len(cuts) == 2:
-        return [Shard(shard_key(file.rel), (file,), str(fp), fp.size)]
+        return [Shard(shard_key(file.rel), (file,), str(fp), fp.size, stamps)]
     def size_of(i: int) -> int:  # bytes, for progress and scheduling; rows are scaled to the file's size
         n = cuts[i + 1] - cuts[i]
         return n if extractor.range_unit == "bytes" else fp.size * n // max(1, cuts[-1])
-    return [Shard(shard_key(file.rel, f"%r{i}"), (part,), f"{fp}@{cuts[i]}-{cuts[i + 1]}", size_of(i))
+    return [Shard(shard_key(file.rel, f"%r{i}"), (part,), f"{fp}@{cuts[i]}-{cuts[i + 1]}", size_of(i), stamps)
             for i, part in enumerate(range_files(file, cuts))]
 
 
@@ -128,6 +135,18 @@ def cached_cuts(extractor: Extractor, file: InputFile, fp: Fingerprint, split_by
     return cuts
 
 
+def _stamp_and_fingerprint(extractor: Extractor, file: InputFile) -> tuple[InputStamp, Fingerprint]:
+    """The file's stamp (input_stamps.py) and fingerprint; from one stat call when the extractor
+    fingerprints as the base class does (size and mtime), which keeps planning a stat per file.
+    The stamp is taken first: a change between the two shows when the part is committed."""
+    stamp = stamp_of(file.path)
+    if type(extractor).fingerprint_of is Extractor.fingerprint_of and len(stamp.entries) == 1:
+        name, st = stamp.entries[0]
+        if name == "" and st is not None:
+            return stamp, Fingerprint(st[0], str(st[1]))
+    return stamp, extractor.fingerprint_of(file)
+
+
 def plan_shards(extractor: Extractor, files: Sequence[InputFile],
                 group_threshold: int = DEFAULT_GROUP_THRESHOLD, split_bytes: int = 0) -> list[Shard]:
     """The dataset's shards in the publish order of ADDENDUM 3.1."""
@@ -136,20 +155,23 @@ def plan_shards(extractor: Extractor, files: Sequence[InputFile],
     if avg == 1:
         shards = []
         for f in files:
-            shards += range_shards(extractor, f, extractor.fingerprint_of(f), split_bytes)
+            stamp, fp = _stamp_and_fingerprint(extractor, f)
+            shards += range_shards(extractor, f, fp, split_bytes, stamp)
         return shards
     mask = avg - 1
     shards = []
     key = HEAD_GROUP_KEY
     group: list[InputFile] = []
     fps: list[Fingerprint] = []
+    stamps: list[InputStamp] = []
     for f in files:
-        fp = extractor.fingerprint_of(f)
-        alone = range_shards(extractor, f, fp, split_bytes) if split_bytes > 0 and fp.size > split_bytes else None
+        stamp, fp = _stamp_and_fingerprint(extractor, f)
+        alone = (range_shards(extractor, f, fp, split_bytes, stamp)
+                 if split_bytes > 0 and fp.size > split_bytes else None)
         if alone is not None or _path_hash(f.rel) & mask == 0:
             if group:
-                shards.append(_group_shard(key, group, fps))
-            key, group, fps = shard_key(f.rel), [], []
+                shards.append(_group_shard(key, group, fps, stamps))
+            key, group, fps, stamps = shard_key(f.rel), [], [], []
         if alone is not None:  # a file over split_bytes is a shard (or shards) of its own
             shards += alone
             key = ""  # the files after it start a group named by the first of them
@@ -158,8 +180,9 @@ def plan_shards(extractor: Extractor, files: Sequence[InputFile],
             key = shard_key(f.rel)
         group.append(f)
         fps.append(fp)
+        stamps.append(stamp)
     if group:
-        shards.append(_group_shard(key, group, fps))
+        shards.append(_group_shard(key, group, fps, stamps))
     return shards
 
 

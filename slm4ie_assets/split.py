@@ -124,15 +124,15 @@ def count_range(spec: DatasetSpec, extractor: Extractor, file: InputFile) -> Ran
     """The counts of one range without writing anything: the same documents through the same
     encoder as the part writer (so its drops and repairs count alike), the same drop ledger; or the
     extractor's `quick_count` where it has one (text)."""
-    quick = extractor.quick_count(file)
+    quick = None if spec.max_document_bytes else extractor.quick_count(file)  # a cap may drop documents
     if quick is not None:
         return RangeCounts(docs=quick[0], lines=quick[1])
     ledger = DropLedger(limit=0)
-    ctx = ExtractContext(spec.key, spec.raw_dir, ledger, counting=True)
+    ctx = ExtractContext(spec.key, spec.raw_dir, ledger, counting=True, max_document_bytes=spec.max_document_bytes)
     docs = repaired = 0
     try:
         for doc in extractor.extract(file, ctx):
-            encoded = encode_document(doc, spec.key, spec.domain, "", docs)
+            encoded = encode_document(doc, spec.key, spec.domain, "", docs, spec.max_document_bytes)
             if type(encoded) is Drop:
                 ledger.add(encoded.reason, "")
                 continue
@@ -261,12 +261,13 @@ def _next_extraction(book: RangeBook, shards: Sequence, later: list[int],
 
 def run_pooled(shards: Sequence, order: Sequence[int], submit_extract: Callable[[int, RangeCounts], Future],
                submit_count: Callable[[InputFile], Future], report: Callable[[int, Any], None],
-               workers: int = 2) -> None:
+               workers: int = 2, watch: Callable[[list[int]], None] | None = None, poll: float = 1.0) -> None:
     """Run the extraction of `shards` (task = index, in `order`) in a pool of `workers`, keeping
     one task per worker in flight so the next pick is made when a worker frees: first the count-only
     passes that let each split file run as several chains of ranges (`chains_per_file`), then
     the ready range furthest into its file (a chain goes on as soon as its predecessor is written),
-    then whole files and first ranges in `order`."""
+    then whole files and first ranges in `order`. With `watch`, it is called every `poll` seconds
+    while the pool works, with the tasks in flight (stalls.py), and may raise to stop the run."""
     book = RangeBook(list(shard_inputs(shards)))
     counts = list(book.to_count(chains_per_file(shards, workers)))
     free = deque(t for t in order if book.before(shards[t].files[0]) is not None)
@@ -292,7 +293,9 @@ def run_pooled(shards: Sequence, order: Sequence[int], submit_extract: Callable[
     try:
         fill_slots()
         while futures:
-            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            done, _ = wait(futures, timeout=None if watch is None else poll, return_when=FIRST_COMPLETED)
+            if watch is not None:
+                watch([task for fut, (task, _file) in futures.items() if fut not in done])
             for fut in done:
                 task, file = futures.pop(fut)
                 result = fut.result()

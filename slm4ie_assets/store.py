@@ -18,6 +18,7 @@ A reader therefore always sees a complete text file and the sidecar that belongs
 import hashlib
 import os
 import shutil
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -32,6 +33,7 @@ PARTIAL = ".partial"
 MANIFEST = "manifest.json"
 # what reading a meta or manifest may meet instead: no file, a torn or foreign one
 READ_ERRORS = (OSError, ValueError, KeyError, TypeError)
+MAX_DISCOVERY_WARNINGS = 100  # kept verbatim in a manifest; the drop counts are always complete
 
 
 class OutputWriteError(OSError):
@@ -44,6 +46,12 @@ class OutputWriteError(OSError):
         message = (f"dataset {spec.key!r}: cannot write under {where}: {exc.strerror or exc}; "
                    "the published output is unchanged")
         return cls(exc.errno, message) if exc.errno is not None else cls(message)
+
+
+class UnsafeOutputTree(RuntimeError):
+    """Clean-up met what it must not touch: one of its folders is a symbolic link (deleting inside
+    it would delete in the link's target) or holds an entry it did not make. Nothing was removed;
+    the message names the path and what to do."""
 
 
 def partial(path: Path) -> Path:
@@ -117,7 +125,27 @@ class DatasetStore:
     def part_is_current(self, shard: Shard, meta: PartMeta | None = None) -> bool:
         meta = meta if meta is not None else self.read_part_meta(shard.key)
         return (meta is not None and meta.shard == shard.key and meta.fingerprint == shard.fingerprint
-                and meta.recipe == self.spec.recipe)
+                and meta.recipe == self.spec.recipe and self.part_files_intact(shard.key, meta))
+
+    def part_files_intact(self, shard_key: str, meta: PartMeta) -> bool:
+        """The part's files are there with the sizes its meta implies (text: `text_bytes`; uids: 8
+        bytes a document; a sidecar part exactly when it has annotations). A part deleted, emptied
+        or truncated behind the package's back is stale and extracted again, never published."""
+        paths = self.part_paths(shard_key)
+        try:
+            if (os.stat(paths.text).st_size != meta.text_bytes
+                    or os.stat(paths.uids).st_size != 8 * meta.docs):
+                return False
+            return not meta.has_annotations or os.stat(paths.annotations).st_size > 0
+        except OSError:
+            return False
+
+    def uncommit(self, shard_keys: Iterable[str]) -> None:
+        """Withdraw parts by removing their metas (the next clean-up removes their files): the parts
+        a run committed from a file that then changed under it (input_stamps.py). Their fingerprints
+        may equal the new state's, so only their absence keeps them out of a later publish."""
+        for key in shard_keys:
+            self.part_paths(key).meta.unlink(missing_ok=True)
 
     # --- published
     def published_manifest(self) -> Manifest | None:
@@ -126,11 +154,24 @@ class DatasetStore:
         except READ_ERRORS:
             return None
 
-    def is_published(self, shards: list[Shard]) -> bool:
+    def is_published(self, shards: list[Shard], discovery: list[str] | None = None) -> bool:
+        """The published manifest names exactly these shards and recipe (and, given `discovery`,
+        the same first discovery warnings: an archive newly skipped must reach the ledger)."""
         manifest = self.published_manifest()
         return (manifest is not None and manifest.recipe == self.spec.recipe
                 and manifest.shards == tuple((s.key, s.fingerprint) for s in shards)
-                and self.spec.text_path.exists())
+                and (discovery is None or manifest.discovery_warnings == tuple(discovery[:MAX_DISCOVERY_WARNINGS]))
+                and self._published_files_intact(manifest))
+
+    def _published_files_intact(self, manifest: Manifest) -> bool:
+        """The top-level text (and sidecar) still have the manifest's sizes: a published text
+        emptied or cut in place is not "up to date"; the next run publishes it again."""
+        try:
+            if os.stat(self.spec.text_path).st_size != manifest.text_bytes:
+                return False
+            return not manifest.has_sidecar or os.stat(self.spec.sidecar_path).st_size == manifest.sidecar_bytes
+        except OSError:
+            return False
 
     # --- clean-up
     def cleanup(self, keep_keys: Iterable[str] | None = None) -> int:
@@ -139,8 +180,56 @@ class DatasetStore:
         removed. The caller holds the dataset lock EXCLUSIVE: no part is being written then, and no
         process has a shard lock file open (they are opened only under the dataset lock, shared)."""
         keep = None if keep_keys is None else list(keep_keys)
+        self.check_tree()
+        self._adopt_copied_current()
         return (self._remove_stale_parts(keep) + self._remove_unpublished_versions() + self._remove_staging()
                 + self._remove_swap_leftovers() + self._retire_dangling_sidecar() + self._remove_shard_locks(keep))
+
+    def _adopt_copied_current(self) -> None:
+        """`current` is a real folder when the output folder was copied with links followed
+        (`cp -rL`) and put back. It is the published version, so it is kept: moved into `versions/`
+        and `current` made the link to it again (a kill in between leaves no `current`, and the
+        next run publishes afresh). Without this, clean-up would remove every version and each
+        publish would fail to swap the link over a folder."""
+        if self.current.is_symlink() or not self.current.is_dir():
+            return
+        self.versions.mkdir(parents=True, exist_ok=True)
+        name = f"v{time.time_ns()}-{os.getpid()}"
+        os.rename(self.current, self.versions / name)
+        os.symlink(f"versions/{name}", self.current)
+        fsync_dir(self.state)
+
+    def retire_unpublished(self) -> int:
+        """The versions a publish killed after its swap left beside `current` (and its swap's
+        temporary links): garbage whenever the dataset lock is held exclusive, since a version
+        appears in `versions/` and becomes `current` under one hold of it. Called before every
+        unpack, so a run that then finds the dataset up to date leaves nothing behind either (D17)."""
+        self.check_tree()
+        self._adopt_copied_current()
+        return self._remove_unpublished_versions() + self._remove_swap_leftovers() + self._retire_dangling_sidecar()
+
+    def check_tree(self) -> None:
+        """Refuse (UnsafeOutputTree) before anything is removed when `parts/`, `versions/`,
+        `staging/` or `locks/` is a symbolic link, or holds an entry of a kind this package never
+        makes there: a link or folder in `parts/`, a link or file in `versions/` or `staging/`.
+        Clean-up never follows a link and never guesses about a stranger's file. (A link or folder
+        among the shard locks is refused by the shard lock itself, naming the shard; clean-up
+        only ever unlinks entries there, which never follows a link.)"""
+        for folder, want_dirs in ((self.parts, False), (self.shard_locks, None), (self.versions, True),
+                                  (self.staging, True)):
+            if folder.is_symlink():
+                raise UnsafeOutputTree(f"dataset {self.spec.key!r}: {folder} is a symbolic link; clean-up never "
+                                       "deletes through links. Replace it with a real folder (to use a bigger disk, "
+                                       f"make the output folder {self.out} itself the link), then run again")
+            if want_dirs is None or not folder.is_dir():
+                continue
+            for entry in os.scandir(folder):
+                ok = entry.is_dir(follow_symlinks=False) if want_dirs else entry.is_file(follow_symlinks=False)
+                if not ok:
+                    kind = "a symbolic link" if entry.is_symlink() else ("a file" if want_dirs else "a folder")
+                    raise UnsafeOutputTree(f"dataset {self.spec.key!r}: {entry.path} is {kind}, which this package "
+                                           f"never makes in {folder.name}/, so clean-up stops rather than guess. "
+                                           f"Move it out of {folder} (or remove it), then run again")
 
     def _remove_shard_locks(self, keep_keys: list[str] | None) -> int:
         """Lock files of vanished shards, so the folder does not grow with every renamed file."""

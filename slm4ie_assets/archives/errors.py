@@ -9,6 +9,8 @@ import zlib
 
 import zstandard
 
+from ..extractors.base import escaped_name
+
 
 class ArchiveError(ValueError):
     """An archive that must not be unpacked (unsafe member, expansion beyond the limits):
@@ -16,7 +18,7 @@ class ArchiveError(ValueError):
     in the tree around it (a symlinked folder), so an unchanged archive is tried again."""
 
     def __init__(self, message: str, about_archive: bool = True):
-        super().__init__(message)
+        super().__init__(escaped_name(message))  # a name that is not UTF-8: \xNN escapes
         self.about_archive = about_archive
 
 
@@ -25,7 +27,7 @@ class SkipArchive(Exception):
     as for ArchiveError: a clash with existing files is not remembered, corrupt data is."""
 
     def __init__(self, reason: str, about_archive: bool = True):
-        super().__init__(reason)
+        super().__init__(escaped_name(reason))
         self.about_archive = about_archive
 
 

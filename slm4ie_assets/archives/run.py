@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..catalog import ArchiveLimits
-from ..extractors.base import sort_key
+from ..extractors.base import escaped_name, sort_key
 from ..fswalk import walk
 from .errors import ArchiveError, SkipArchive
 from .formats import unpack_into
@@ -63,13 +63,14 @@ class _Run:
         return f"{self.raw_dir.name}/{rel}"
 
     def warn(self, message: str) -> None:
+        message = escaped_name(message)  # a name that is not UTF-8 is shown with \xNN escapes
         self.report.warnings.append(message)
         if self._log is not None:
             self._log(f"WARNING {message}")
 
     def info(self, message: str) -> None:
         if self._log is not None:
-            self._log(message)
+            self._log(escaped_name(message))
 
     # -- the loop
 
@@ -163,6 +164,7 @@ class _Run:
         if previous is not None and is_current(self.raw_dir, previous, st):
             self.report.up_to_date.append(rel)
             self.report.outputs[rel] = list(previous.outputs)
+            self._count_duplicates(rel, previous.dropped)
             return []
         if self._replay_failure(rel, st):
             return []
@@ -170,7 +172,7 @@ class _Run:
         assert kind is not None  # only archive names are scanned or produced
         started = time.monotonic()
         try:
-            outputs = self._unpack(path, rel, kind, st.st_size)
+            outputs, duplicates = self._unpack(path, rel, kind, st.st_size)
         except SkipArchive as exc:
             if exc.about_archive:
                 self._remember_failure(rel, st, str(exc), refused=False)
@@ -181,7 +183,8 @@ class _Run:
                 self._remember_failure(rel, st, str(exc), refused=True)
             raise
         self._log_speed(rel, outputs, time.monotonic() - started)
-        self._record(rel, st, previous, outputs)
+        self._record(rel, st, previous, outputs, duplicates)
+        self._count_duplicates(rel, duplicates)
         return [out for out in outputs if archive_kind(out.rpartition("/")[2])]
 
     def _replay_failure(self, rel: str, st: os.stat_result) -> bool:
@@ -197,17 +200,25 @@ class _Run:
     def _skipped(self, rel: str, reason: str, note: str = "") -> None:
         self.report.skipped.append(SkippedArchive(rel, reason))
         self.warn(f"{self.where(rel)}: skipped, {reason}{note}")
+        self.report.drops.append(escaped_name(f"{self.where(rel)}: archive skipped, {reason} [bad_archive]"))
+
+    def _count_duplicates(self, rel: str, duplicates: tuple[str, ...]) -> None:
+        self.report.drops.extend(escaped_name(f"{self.where(rel)}: {message} [duplicate_member]")
+                                 for message in duplicates)
 
     def _failure_key(self, st: os.stat_result) -> tuple:
         """What must stay the same for a failure to hold: the archive (its ctime too, so a chmod
         retries an unreadable one) and the limits."""
-        return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, self.limits.max_ratio, self.limits.max_bytes)
+        return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, self.limits.max_ratio, self.limits.max_bytes,
+                self.limits.max_members)
 
     def _remember_failure(self, rel: str, st: os.stat_result, reason: str, refused: bool) -> None:
         self.state.failed[rel] = FailureRecord(self._failure_key(st), refused, reason)
         self._dirty = True
 
-    def _unpack(self, path: Path, rel: str, kind: ArchiveKind, size: int) -> dict[str, OutputStamp]:
+    def _unpack(self, path: Path, rel: str, kind: ArchiveKind,
+                size: int) -> tuple[dict[str, OutputStamp], tuple[str, ...]]:
+        """The archive's outputs, committed, and its members a later copy replaced."""
         where = self.where(rel)
         if size == 0:
             raise SkipArchive("the file is empty (0 bytes)")
@@ -215,16 +226,17 @@ class _Run:
         self.info(f"{where}: unpacking ({size / 1e6:.1f} MB)")
         try:
             unpack_into(path, kind, staging, where)
-            return staging.commit()
+            return staging.commit(), tuple(staging.duplicates)
         except BaseException:
             staging.rollback()
             raise
 
     def _budget(self, size: int) -> Budget:
         by_ratio = int(self.limits.max_ratio * size)
+        members = self.limits.max_members
         if by_ratio < self.limits.max_bytes:
-            return Budget(by_ratio, f"max_ratio {self.limits.max_ratio:g} x {size:,} archive bytes")
-        return Budget(self.limits.max_bytes, f"max_bytes {self.limits.max_bytes:,}")
+            return Budget(by_ratio, f"max_ratio {self.limits.max_ratio:g} x {size:,} archive bytes", members)
+        return Budget(self.limits.max_bytes, f"max_bytes {self.limits.max_bytes:,}", members)
 
     def _log_speed(self, rel: str, outputs: dict[str, OutputStamp], seconds: float) -> None:
         total = sum(stamp.size for stamp in outputs.values())
@@ -234,10 +246,10 @@ class _Run:
     # -- what an unpacked archive changes
 
     def _record(self, rel: str, st: os.stat_result, previous: ArchiveEntry | None,
-                outputs: dict[str, OutputStamp]) -> None:
+                outputs: dict[str, OutputStamp], duplicates: tuple[str, ...] = ()) -> None:
         if self.state.failed.pop(rel, None) is not None:
             self._dirty = True
-        self.state.archives[rel] = ArchiveEntry(st.st_size, st.st_mtime_ns, outputs)
+        self.state.archives[rel] = ArchiveEntry(st.st_size, st.st_mtime_ns, outputs, duplicates)
         self._dirty = True
         if rel in self.report.up_to_date:  # rewritten by another archive after it was checked
             self.report.up_to_date.remove(rel)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
+from ..extractors.base import escaped_name
 from ..gzipio import ChunkWriter
 from .errors import ArchiveError, SkipArchive, WriteFailure
 from .names import temp_name
@@ -33,6 +34,7 @@ class Budget:
 
     limit: int
     note: str
+    max_members: int = 0  # members (files and folders) the archive may hold; 0: no limit
 
 
 class Staging:
@@ -47,6 +49,8 @@ class Staging:
         self.where = where
         self.budget = budget
         self.written = 0
+        self.members = 0
+        self.duplicates: list[str] = []  # members a later copy of the same name replaced (D6)
         self._warn = warn
         self._log = log
         self._pending: dict[tuple[str, ...], Path] = {}  # member path -> its temporary file
@@ -59,7 +63,18 @@ class Staging:
         return f"{self.folder_rel}/{tail}" if self.folder_rel else tail
 
     def directory(self, parts: list[str], name: str) -> None:
+        self._count_member(name)
         self._ensure_dir(tuple(parts), name)
+
+    def _count_member(self, name: str) -> None:
+        """Refuse an archive of more members than `archives.max_members`: a few KB of tar.gz can
+        hold tens of thousands of empty files, which the byte limits never see."""
+        self.members += 1
+        limit = self.budget.max_members
+        if limit and self.members > limit:
+            raise ArchiveError(f"{self.where}: holds more than {limit:,} members (limit archives.max_members; "
+                               f"reached at member {name!r}); raise archives.max_members in the config if the "
+                               f"archive is trusted")
 
     def _ensure_dir(self, parts: tuple[str, ...], name: str) -> Path:
         if parts in self._dirs:
@@ -95,6 +110,7 @@ class Staging:
 
     def file(self, parts: list[str], name: str, chunks: Iterable[bytes]) -> None:
         """Stage one member; errors raised by `chunks` come from reading the archive and pass."""
+        self._count_member(name)
         key = self._file_key(parts, name)
         tmp = self.folder.joinpath(*key[:-1]) / temp_name(key[-1])
         try:
@@ -109,7 +125,9 @@ class Staging:
             self._pending[key] = tmp  # registered before the first byte, so rollback always finds it
             if earlier is not None:
                 earlier.unlink(missing_ok=True)
-                self._warn(f"{self.where}: member {name!r} appears more than once; the last copy is kept")
+                message = f"member {name!r} appears more than once; an earlier copy was dropped, the last one kept"
+                self.duplicates.append(message)
+                self._warn(f"{self.where}: {message}")
             failure = self._copy(fh, chunks, name)
         finally:
             try:
@@ -175,7 +193,7 @@ class Staging:
         now = time.monotonic()
         if self._log is not None and now - self._last_progress >= PROGRESS_EVERY:
             self._last_progress = now
-            self._log(f"{self.where}: {self.written / 1e6:.0f} MB unpacked so far")
+            self._log(escaped_name(f"{self.where}: {self.written / 1e6:.0f} MB unpacked so far"))
 
     def _os_failure(self, exc: OSError, path: Path, name: str) -> NoReturn:
         if exc.errno in _PLACEMENT_ERRNOS:

@@ -43,24 +43,34 @@ class ArchiveEntry:
     size: int
     mtime_ns: int
     outputs: dict[str, OutputStamp]  # output rel -> stamp, in the order the archive held them
+    # members whose copy a later one of the same name replaced (D6: `duplicate_member`), reported
+    # again while the archive is unchanged; the key is written only when there are any, so the
+    # state of an archive without duplicates is the format-1 document it always was
+    dropped: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"size": self.size, "mtime_ns": self.mtime_ns,
-                "outputs": {out: stamp.to_json() for out, stamp in self.outputs.items()}}
+        doc: dict[str, Any] = {"size": self.size, "mtime_ns": self.mtime_ns,
+                               "outputs": {out: stamp.to_json() for out, stamp in self.outputs.items()}}
+        if self.dropped:
+            doc["dropped"] = list(self.dropped)
+        return doc
 
     @classmethod
     def from_json(cls, entry: Any) -> "ArchiveEntry":
         size, mtime_ns, outputs = entry["size"], entry["mtime_ns"], entry["outputs"]
-        if not (isinstance(size, int) and isinstance(mtime_ns, int) and isinstance(outputs, dict)):
+        dropped = entry.get("dropped", [])
+        if not (isinstance(size, int) and isinstance(mtime_ns, int) and isinstance(outputs, dict)
+                and isinstance(dropped, list) and all(isinstance(d, str) for d in dropped)):
             raise ValueError("an entry lacks size, mtime_ns or outputs")
-        return cls(size, mtime_ns, {out: OutputStamp.from_json(out, rec) for out, rec in outputs.items()})
+        return cls(size, mtime_ns, {out: OutputStamp.from_json(out, rec) for out, rec in outputs.items()},
+                   tuple(dropped))
 
 
 @dataclass(frozen=True, slots=True)
 class FailureRecord:
     """An archive whose own bytes failed: reported again, without reading them, while `key` holds."""
 
-    key: tuple  # (size, mtime_ns, ctime_ns, max_ratio, max_bytes), see run._failure_key
+    key: tuple  # (size, mtime_ns, ctime_ns, max_ratio, max_bytes, max_members), see run._failure_key
     refused: bool  # ArchiveError (fails the dataset) rather than a skip
     reason: str
 
@@ -70,7 +80,10 @@ class FailureRecord:
     @classmethod
     def from_json(cls, failure: Any) -> "FailureRecord":
         key, refused, reason = failure["key"], failure["refused"], failure["reason"]
-        if not (isinstance(key, list) and len(key) == 5 and isinstance(refused, bool) and isinstance(reason, str)):
+        # 5 items before `max_members` existed: such a record never matches a new key, so the
+        # archive is read once more and its failure recorded again
+        if not (isinstance(key, list) and len(key) in (5, 6) and isinstance(refused, bool)
+                and isinstance(reason, str)):
             raise ValueError("a failure entry lacks key, refused or reason")
         return cls(tuple(key), refused, reason)
 
@@ -142,3 +155,6 @@ class ArchiveReport:
     skipped: list[SkippedArchive] = field(default_factory=list)
     outputs: dict[str, list[str]] = field(default_factory=dict)  # archive -> the files it produced
     warnings: list[str] = field(default_factory=list)  # also logged, each once, as "WARNING ..."
+    # D6 ledger lines, "<folder>/<rel>: <what> [reason]": each skipped archive (`bad_archive`) and
+    # each member a later copy replaced (`duplicate_member`), unchanged archives included
+    drops: list[str] = field(default_factory=list)

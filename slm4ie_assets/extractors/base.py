@@ -8,6 +8,7 @@ output or gzip; it reports what it could not read to the ledger and moves on (D6
 
 import errno
 import os
+import re
 import stat
 from collections import Counter
 from collections.abc import Iterator
@@ -139,8 +140,10 @@ class ExtractContext:
     own running count at the end of the range."""
 
     def __init__(self, dataset: str, root: Path, ledger: DropLedger | None = None, on_warning=None,
-                 before: RangeCounts = FILE_START, counting: bool = False):
+                 before: RangeCounts = FILE_START, counting: bool = False, max_document_bytes: int = 0):
         self.dataset = dataset
+        # readers that can see a record's size before parsing it skip one over this (0: no cap)
+        self.max_document_bytes = max_document_bytes
         self.root = root
         self.ledger = ledger if ledger is not None else DropLedger()
         self._on_warning = on_warning
@@ -288,7 +291,11 @@ def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = No
         try:
             if item.type_error is not None:  # whether it is a folder could not be told
                 raise item.type_error
-            if not entry.name.endswith(suffixes):
+            if not entry.name.endswith(suffixes) or is_arriving_name(entry.name, suffixes):
+                continue
+            if not is_utf8_name(rel):  # D6: counted, never a crash in keys, metas or the UI
+                if unreadable is not None:
+                    unreadable.append(f"{escaped_name(rel)}: {NOT_UTF8}; not extracted")
                 continue
             if entry.is_file(follow_symlinks=True):
                 found.append(InputFile(Path(entry.path), rel))
@@ -299,9 +306,42 @@ def discover(root: Path, suffixes: tuple[str, ...], unreadable: list | None = No
                 unreadable.append(f"{rel}: {unreadable_reason(entry, exc)}; not extracted")
             continue
         if not stat.S_ISDIR(mode) and unreadable is not None:
-            unreadable.append(f"{rel}: not a regular file ({_file_kind(mode)}); not extracted")
+            unreadable.append(f"{rel}: not a regular file ({file_kind(mode)}); not extracted")
     found.sort(key=lambda f: sort_key(f.rel))
     return found
+
+
+_RSYNC_TEMP = re.compile(r"\.(.+)\.[A-Za-z0-9]{6}")  # rsync writes `.<name>.<6 random characters>`
+_DOWNLOAD_SUFFIXES = (".part", ".partial", ".tmp", ".crdownload", "~")
+
+
+def is_arriving_name(name: str, suffixes: tuple[str, ...] = ()) -> bool:
+    """A name copy and download tools give a file while they write it (rsync's `.name.XXXXXX`,
+    `*.part`, `*.partial`, `*.tmp`, `*.crdownload`, `*~`): never an input, and a sign that a file
+    is still arriving. A hidden name that ends in one of `suffixes` (`.notes.conllu`) is an input."""
+    if name.endswith(_DOWNLOAD_SUFFIXES):
+        return True
+    if suffixes and name.endswith(suffixes):
+        return False
+    return _RSYNC_TEMP.fullmatch(name) is not None
+
+
+NOT_UTF8 = "the name is not valid UTF-8 (made on another code page?); rename the file to UTF-8"
+
+
+def is_utf8_name(name: str) -> bool:
+    """False for a name the OS gave back with undecodable bytes (surrogate escapes): it cannot go
+    into a shard key, a part meta, a partition key or a log line."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def escaped_name(name: str) -> str:
+    """A name with its undecodable bytes written as `\\xNN`: shown to users, lossless, always UTF-8."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def unreadable_reason(entry: os.DirEntry, exc: OSError) -> str:
@@ -314,7 +354,8 @@ def unreadable_reason(entry: os.DirEntry, exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _file_kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """`a fifo`, `a socket`, ... for a mode that is neither a regular file nor a folder."""
     for test, name in ((stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device")):
         if test(mode):

@@ -17,6 +17,7 @@ extractor class it names, and that must stay fast.
 import datetime as dt
 import hashlib
 import os
+import stat
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -24,7 +25,20 @@ from typing import Any
 
 from ..schema import Document
 from .arrow_dir import ArrowSplit, load_folder, plan_row_cuts
-from .base import Discovery, ExtractContext, Extractor, Fingerprint, InputFile, sort_key, unreadable_reason
+from .base import (
+    NOT_UTF8,
+    Discovery,
+    ExtractContext,
+    Extractor,
+    Fingerprint,
+    InputFile,
+    escaped_name,
+    file_kind,
+    is_arriving_name,
+    is_utf8_name,
+    sort_key,
+    unreadable_reason,
+)
 from .records import probe_id
 
 NATURAL_ID_KEYS = ("id", "_id", "docid", "doc_id", "uid", "url")
@@ -112,6 +126,24 @@ def directory_fingerprint(path: Path) -> Fingerprint:
     return Fingerprint(total, digest)
 
 
+def special_file(folder: Path) -> str | None:
+    """The first entry below a config directory that is neither a regular file nor a folder (a
+    fifo where `data-*.arrow` should be, a socket, a device), described, or None. Checked before
+    anything is opened: opening a fifo waits for a writer that never comes."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                continue  # a broken link: loading reports it
+            if not stat.S_ISREG(mode):
+                rel = escaped_name(os.path.relpath(path, folder))
+                return f"{rel} is {file_kind(mode)}"
+    return None
+
+
 class HuggingfaceExtractor(Extractor):
     name = "huggingface"
     patterns = ()
@@ -128,7 +160,13 @@ class HuggingfaceExtractor(Extractor):
         with os.scandir(root) as entries:
             for entry in entries:
                 try:
-                    if entry.is_dir():
+                    if is_arriving_name(entry.name):
+                        continue  # a config still being copied in (settling.py)
+                    if not is_utf8_name(entry.name):  # D6: counted, never a crash in keys or metas
+                        if entry.is_dir() or entry.is_symlink():
+                            unreadable.append(f"{escaped_name(entry.name)}: {NOT_UTF8}; not read as a config "
+                                              "directory")
+                    elif entry.is_dir():
                         found.append(InputFile(Path(entry.path), entry.name))
                     elif entry.is_symlink():
                         os.stat(entry.path)  # raises for a broken link or a loop; a link to a file is ignored
@@ -151,6 +189,8 @@ class HuggingfaceExtractor(Extractor):
         can load, or that cannot be read now, stays one shard: its extraction reports it (D6)."""
         import pyarrow as pa
 
+        if special_file(file.path) is not None:
+            return (0, 0)  # opening a fifo would block: one shard, whose extraction reports it
         try:
             splits = load_folder(file.path)
             if splits is None:
@@ -174,7 +214,7 @@ class HuggingfaceExtractor(Extractor):
         count-only pass runs `extract`."""
         import pyarrow as pa
 
-        if file.range is None:
+        if file.range is None or special_file(file.path) is not None:
             return None
         try:
             splits = load_folder(file.path)
@@ -203,6 +243,10 @@ class HuggingfaceExtractor(Extractor):
     def _splits(self, file: InputFile, ctx: ExtractContext) -> list:
         """[(split name or None, ArrowSplit)]: read with pyarrow alone when that is provably what
         `load_from_disk` gives (arrow_dir), else through `datasets` itself."""
+        special = special_file(file.path)
+        if special is not None:  # opening it would block for ever (a fifo) or read a device
+            ctx.drop("load_failed", file, f"{special}, not a regular file; config directory skipped")
+            return []
         fast = load_folder(file.path)
         if fast is not None:
             return fast

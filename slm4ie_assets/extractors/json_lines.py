@@ -52,8 +52,13 @@ def json_objects(fh: BinaryIO, file: InputFile, ctx: ExtractContext) -> Iterator
     """(line number, object) of every line that holds a JSON object. A blank line, Unicode
     whitespace included (S4), is skipped silently; invalid UTF-8, malformed JSON and a value that
     is not an object are counted with their line number and skipped (D6)."""
+    cap = ctx.max_document_bytes
     for lineno, raw in physical_lines(fh, file):
         if not raw.strip():
+            continue
+        if cap and len(raw) > cap:  # skipped unparsed: decoding costs several times the line
+            ctx.drop("document_too_large", file, f"a line of {len(raw):,} bytes, over max_document_bytes "
+                                                 f"({cap:,}); line skipped", lineno)
             continue
         try:
             record = loads(raw)

@@ -61,7 +61,27 @@ def parse_paragraphs(paragraphs: Any) -> Annotations | None:
             space.extend([v is not False for v in map(_get, tokens, repeat("space_after", n), repeat(True, n))])
             if len(forms) > start:
                 ann.sentences.append([start, len(forms) - 1])
-    return ann if forms else None
+    if not forms:
+        return None
+    _check_types(ann)
+    return ann
+
+
+_STR = frozenset({str})
+_STR_OR_NULL = frozenset({str, type(None)})
+
+
+def _check_types(ann: Annotations) -> None:
+    """A form must be a string, a lemma, upos or feats a string or null: anything else would reach
+    the sidecar and fail `valid_schema`, so the document is dropped as `bad_annotations` (D6).
+    One C-level pass per column (`map(type, ...)`); the offending token is searched only on error."""
+    for name, column, allowed in (("form", ann.forms, _STR), ("lemma", ann.lemmas, _STR_OR_NULL),
+                                  ("upos", ann.upos, _STR_OR_NULL), ("feats", ann.feats, _STR_OR_NULL)):
+        if not set(map(type, column)) <= allowed:
+            i, value = next((i, v) for i, v in enumerate(column) if type(v) not in allowed)
+            wanted = "a string" if allowed is _STR else "a string or null"
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            raise BadAnnotations(f"token {i + 1}'s {name!r} is a {type(value).__name__} ({shown}), not {wanted}")
 
 
 class JsonlExtractor(Extractor):

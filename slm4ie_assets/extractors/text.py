@@ -104,11 +104,16 @@ class TextExtractor(Extractor):
         # a range of a split file goes on numbering where the earlier ranges stopped: every block
         # the text extractor yields is written (its text is a stripped non-blank string)
         index = ctx.before.docs
+        cap = ctx.max_document_bytes
         for lineno, text, suspect in _blocks(read_text_chunks(file)):
             if not text:
                 continue
             if suspect and has_escapes(text):
                 ctx.drop("invalid_utf8", file, "invalid UTF-8 bytes; block skipped", lineno)
+                continue
+            if cap and len(text) * 4 > cap and len(text.encode("utf-8")) > cap:  # here, so ids stay dense
+                ctx.drop("document_too_large", file, f"a block of {len(text.encode('utf-8')):,} bytes, over "
+                                                     f"max_document_bytes ({cap:,}); block skipped", lineno)
                 continue
             yield Document(text, f"{prefix}:{index:06d}")
             index += 1

@@ -763,8 +763,10 @@ def test_report_has_the_documented_shape(raw, state):
     (raw / "a.txt.gz").write_bytes(gzip.compress(b"a"))
     (raw / "b.txt.gz").write_bytes(b"bad")
     report = run(raw, state)
-    assert {f.name for f in dataclasses.fields(report)} == {"unpacked", "up_to_date", "skipped", "outputs", "warnings"}
+    assert {f.name for f in dataclasses.fields(report)} == {"unpacked", "up_to_date", "skipped", "outputs", "warnings",
+                                                            "drops"}
     assert report.unpacked == ["a.txt.gz"] and report.up_to_date == []
     assert report.skipped == [SkippedArchive(path="b.txt.gz", reason=report.skipped[0].reason)]
     assert report.outputs == {"a.txt.gz": ["a.txt"]}
     assert all(isinstance(w, str) for w in report.warnings)
+    assert report.drops == [f"{raw.name}/b.txt.gz: archive skipped, {report.skipped[0].reason} [bad_archive]"]

@@ -111,3 +111,63 @@ def test_daemon_sensor_extracts_a_dropped_file_and_republishes(tmp_path, request
     text, _ = project.published("kas")
     assert b"nov dokument" in text and b"in \xc5\xa1e eden" in text
     assert project.published("kas") == project.fresh("kas")
+
+
+@pytest.mark.slow
+def test_daemon_plans_a_file_only_once_its_writer_is_done(tmp_path, request):
+    """A real writer appends to b.jsonl, each record in two halves, while the real daemon ticks; the
+    sensor skips ("still arriving") until the file settles, then extracts it once, whole."""
+    write_files(tmp_path / "raw" / "kas", {"a.jsonl": '{"text": "prvi"}\n'})
+    project = DagsterProject(tmp_path, {"kas": {"extractor": "jsonl", "domain": "t", "watch_interval": 5,
+                                                "settle_seconds": 3}}, max_workers=1)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(DAGSTER_YAML)
+    env = dagster_env(project.config)
+    env["DAGSTER_HOME"] = str(home)
+    instance = DagsterInstance.from_config(str(home))
+    request.addfinalizer(instance.dispose)
+    project.publish(instance, "kas")
+    store = DatasetStore(project.spec("kas"))
+
+    def sensor_skips() -> list[str]:
+        states = [s for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+                  if s.name == "raw_kas_sensor"]
+        if not states:
+            return []
+        ticks = instance.get_ticks(states[0].instigator_origin_id, states[0].selector_id, limit=100)
+        return [t.skip_reason or "" for t in ticks]
+
+    log = tmp_path / "daemon.log"
+    with open(log, "wb") as out:
+        daemon = subprocess.Popen([str(VENV_BIN / "dagster-daemon"), "run", "-m", "slm4ie_assets.definitions"],
+                                  cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + DEADLINE
+        written = 0
+        with open(tmp_path / "raw" / "kas" / "b.jsonl", "ab") as writer:
+            while written < 10 or not any("still arriving (b.jsonl)" in r for r in sensor_skips()):
+                assert time.monotonic() < deadline, "the sensor never ticked while the file was written"
+                writer.write(b'{"text": "zapis %d, ' % written)
+                writer.flush()
+                time.sleep(0.2)  # a reader now would see half a record
+                writer.write(b'drugi del"}\n')
+                writer.flush()
+                written += 1
+        _wait("the republish with b.jsonl", lambda: (m := store.published_manifest()) is not None
+              and "b.jsonl" in [k for k, _ in m.shards], deadline, log)
+        _wait("the runs to finish", lambda: not instance.get_run_records(
+            RunsFilter(statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])),
+            deadline, log)
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)  # the daemon we started and its children (code server, runs)
+        try:
+            daemon.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
+    manifest = store.published_manifest()
+    assert manifest is not None and manifest.drops == {} and manifest.docs == 1 + written
+    runs = [r.dagster_run for r in instance.get_run_records()]
+    assert all(r.status == DagsterRunStatus.SUCCESS for r in runs)
+    assert [r.tags.get("dagster/partition") for r in runs].count("b.jsonl") == 1  # planned once, when whole

@@ -40,7 +40,7 @@ class Project:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         (root / "extract.yaml").write_text(yaml.safe_dump(
-            {"input_dir": "raw", "output_dir": "out", "datasets": datasets}, sort_keys=False))
+            {"input_dir": "raw", "output_dir": "out", "settle_seconds": 0, "datasets": datasets}, sort_keys=False))
         self.catalog = load_catalog(root / "extract.yaml")
         self.defs = build_definitions(self.catalog)
         self.cursor: str | None = None

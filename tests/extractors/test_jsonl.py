@@ -75,12 +75,12 @@ def test_missing_levels_read_as_empty_and_empty_sentence_gets_no_span(corpus):
     assert r.sidecar[0]["lemmas"] == [None, None, None]
 
 
-def test_token_values_copied_as_is_and_text_never_rebuilt(corpus):
-    paras = [{"sentences": [{"tokens": [{"form": "a", "lemma": 5, "upos": ["X"], "feats": {"k": 1},
+def test_token_values_copied_as_they_are_and_text_never_rebuilt(corpus):
+    paras = [{"sentences": [{"tokens": [{"form": "a", "lemma": "L", "upos": None, "feats": "Case=Nom",
                                          "misc": "SpaceAfter=No"}]}]}]
     r = corpus.run("d", "jsonl", {"a.jsonl": lines({"doc_id": "x", "text": "original text", "paragraphs": paras})})
     assert r.texts == ["original text"]
-    assert r.sidecar[0]["lemmas"] == [5] and r.sidecar[0]["upos"] == [["X"]] and r.sidecar[0]["feats"] == [{"k": 1}]
+    assert r.sidecar[0]["lemmas"] == ["L"] and r.sidecar[0]["upos"] == [None] and r.sidecar[0]["feats"] == ["Case=Nom"]
     assert r.sidecar[0]["space_after"] == [True]  # misc is ignored
 
 
@@ -185,3 +185,18 @@ def test_non_ascii_written_raw(corpus):
     raw = (r.out / "d.jsonl").read_text(encoding="utf-8")
     assert "Žabe in ščurki \u2028 \x7f" in raw and "\\u" not in raw
     assert r.lines[0]["uid"] == "d:č"
+
+
+def test_a_token_value_of_the_wrong_type_drops_the_document_as_bad_annotations(corpus):
+    def doc(doc_id, **token):
+        return {"doc_id": doc_id, "text": "t", "paragraphs": [{"sentences": [{"tokens": [
+            {"form": "ok", "lemma": "ok", "upos": "X", "feats": None}, token]}]}]}
+
+    records = [doc("form", form=5), doc("lemma", form="a", lemma={"x": 1}), doc("upos", form="a", upos=7),
+               doc("feats", form="a", feats=["Case=Nom"]), doc("nulls", form="a", lemma=None, upos=None, feats=None)]
+    r = corpus.run("d", "jsonl", {"a.jsonl": lines(*records)})
+    assert r.ids == ["nulls"]
+    assert r.drops == {"bad_annotations": 4}
+    assert "d/a.jsonl:1: token 2's 'form' is a int (5), not a string; record skipped [bad_annotations]" in r.warnings
+    assert any("token 2's 'lemma' is a dict ({'x': 1}), not a string or null" in w for w in r.warnings)
+    assert r.sidecar is not None and r.sidecar[0]["lemmas"] == ["ok", None]

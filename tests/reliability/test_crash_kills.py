@@ -44,6 +44,7 @@ from support.crash import (
     snapshot,
 )
 from support.files import write_config, write_files
+from support.lock_races import flock_holders
 
 # ----------------------------------------------------------------------------- plain-Python runs
 
@@ -150,7 +151,8 @@ def phase_after_kill(spec, before: tuple, after: tuple) -> str:
     if snapshot(spec) == after and before != after:
         return "published"
     versions = list(store.versions.iterdir()) if store.versions.is_dir() else []
-    if len(versions) > 1 or any(p.name.endswith(PARTIAL) for p in spec.output_dir.glob("*")):
+    if (len(versions) > 1 or any(p.name.endswith(PARTIAL) for p in spec.output_dir.glob("*"))
+            or _publish_underway(store)):
         return "publish"
     metas = {p.name.split(".")[0]: json.loads(p.read_bytes()) for p in store.parts.glob("*.meta.json")}
     if any(p.name.endswith(PARTIAL) or p.name.split(".")[0] not in metas for p in store.parts.iterdir()):
@@ -181,7 +183,9 @@ def kill_moment(rng: random.Random, spec, plain_seconds: float, moment: str | No
     holds, i.e. after the dataset's run was seen on disk inside one stretch of its work: a temporary
     file in raw/ (an archive is unpacking; archives are padded with incompressible bytes so this
     lasts), a `.partial` part file (parts are being written; with 2 workers they are the pool's),
-    or a second version folder (a publish is under way)."""
+    or the publish's first mutation: a staged version with every part committed (the publish
+    finishes it under the exclusive lock), or a second version folder (an unstaged publish). A kill
+    aimed at the publish waits at most 0.01 s after that, so it lands inside the phase, not after it."""
     moment = moment or rng.choice(MOMENTS)
     store = DatasetStore(spec)
     workers = rng.choice((1, 2))
@@ -199,12 +203,27 @@ def kill_moment(rng: random.Random, spec, plain_seconds: float, moment: str | No
                 return False
         return moment, writing_parts, rng.uniform(0, plain_seconds * 0.6), workers
 
-    def publishing(run) -> bool:
+    def publishing(run) -> bool:  # from the publish's first file-system mutation on
         try:
-            return sum(1 for _ in os.scandir(store.versions)) > 1
+            if sum(1 for _ in os.scandir(store.versions)) > 1:
+                return True  # an unstaged publish made its version folder, or a staged one renamed it in
         except FileNotFoundError:
-            return False
-    return moment, publishing, rng.uniform(0, 0.15), workers
+            pass
+        # a staged one is finished under the dataset lock held exclusive, every part committed
+        return _publish_underway(store) and any(mode == "WRITE" for _, mode in flock_holders(store.lock))
+    return moment, publishing, rng.uniform(0, 0.01), workers
+
+
+def _publish_underway(store: DatasetStore) -> bool:
+    """Every part is committed and a staged version is there to be finished: what a publish does
+    first (append the rest, fsync, rename it into versions/; docs/architecture.md)."""
+    try:
+        staged = any(os.scandir(store.staging))
+        writing = any(e.name.endswith(PARTIAL) or not (store.parts / f"{e.name.split('.')[0]}.meta.json").exists()
+                      for e in os.scandir(store.parts))
+    except FileNotFoundError:
+        return False
+    return staged and not writing
 
 
 def run_cli_kills(tmp_path: Path, points: int, seed: int, docs: int, select_all: bool, record,

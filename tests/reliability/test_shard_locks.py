@@ -52,7 +52,7 @@ def write_raw(raw: Path, version: str) -> None:
 
 def write_config(root: Path, out: str) -> Path:
     path = root / f"{out}.yaml"
-    path.write_text(f"input_dir: {root / 'raw'}\noutput_dir: {root / out}\n"
+    path.write_text(f"input_dir: {root / 'raw'}\noutput_dir: {root / out}\nsettle_seconds: 0\n"
                     f"datasets:\n  {KEY}:\n    extractor: jsonl\n    domain: test\n")
     return path
 

@@ -21,6 +21,7 @@ class DagsterProject:
     """A catalog, its raw tree and its Definitions under tmp_path, run the way Dagster runs it."""
 
     def __init__(self, root: Path, datasets: dict, **top):
+        top.setdefault("settle_seconds", 0)  # tests write files and tick at once; settling has its own tests
         self.root = root
         self.datasets = datasets
         self.top = top
