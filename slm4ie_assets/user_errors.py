@@ -37,9 +37,11 @@ def remedies() -> tuple[Remedy, ...]:
     is a bug). Imported on first use, so the code location does not load the archive codecs."""
     from .archives.errors import ArchiveError, WriteFailure
     from .extractors.base import ExtractorError
+    from .input_stamps import InputChanged
     from .locks import TIMEOUT_ENV, LockFileError, LockTimeout
     from .pipeline import MissingRawDir, StrictModeViolation
-    from .store import OutputWriteError
+    from .stalls import WorkerStalled
+    from .store import OutputWriteError, UnsafeOutputTree
 
     again = "then materialize again"
     return (
@@ -58,6 +60,12 @@ def remedies() -> tuple[Remedy, ...]:
         Remedy(ArchiveError, "replace or remove the archive named above (or, when it is only too large, raise "
                              f"the `archives:` limits in extract.yaml), {again}"),
         Remedy(ExtractorError, f"fix the dataset's `metadata:` block in extract.yaml or the file it names, {again}"),
+        Remedy(InputChanged, "let whatever writes the file named above finish (write elsewhere, then move into "
+                             f"raw/), {again}; the published version is unchanged", retry_helps=True),
+        Remedy(UnsafeOutputTree, ""),  # the message names the path and the fix
+        Remedy(WorkerStalled, "look at the stuck worker named above (a hung network file system, a stopped "
+                              "process), or raise `stall_timeout_seconds` in extract.yaml if the shard is only "
+                              f"slow, {again}"),
     )
 
 

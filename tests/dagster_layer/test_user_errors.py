@@ -95,7 +95,7 @@ def assert_one_clear_failure(rc: int, output: str, *phrases: str) -> None:
     assert rc != 0, output
     for phrase in phrases:
         assert phrase in output, (phrase, output)
-    assert "What to do: " in output or "and run again" in output, output  # LockFileError says it itself
+    assert "What to do: " in output or "run again" in output, output  # LockFileError etc. say it themselves
     assert "Traceback (most recent call last)" not in output, output
     assert "The above exception" not in output, output  # nothing chained under the message
     assert our_frames(output) == [], output
@@ -132,6 +132,20 @@ def test_a_symlink_planted_at_the_lock_is_one_message_and_its_target_is_untouche
     rc, output = project.materialize("--select", "extracted/web")
     assert_one_clear_failure(rc, output, "web: the dataset lock", "is a symbolic link", "refusing to follow it")
     assert victim.read_bytes() == b"keep me\n"
+
+
+def test_a_linked_parts_folder_is_one_message_and_its_target_is_untouched(project):
+    project.raw("web", {"a.txt": b"dober dan\n"})
+    elsewhere = project.root / "bigger_disk"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_bytes(b"keep me\n")
+    project.state("web").mkdir(parents=True)
+    (project.state("web") / "parts").symlink_to(elsewhere)
+    rc, output = project.materialize("--select", "extracted/web")
+    assert_one_clear_failure(rc, output, "is a symbolic link; clean-up never deletes through links",
+                             "Replace it with a real folder")
+    assert (elsewhere / "keep.txt").read_bytes() == b"keep me\n"
+    assert project.step_failure().user_failure_data.metadata["error"].value == "UnsafeOutputTree"
 
 
 def test_a_lock_timeout_is_one_message(project):
