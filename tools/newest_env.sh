@@ -35,7 +35,7 @@ if [[ $mode == xml ]]; then
     "$py" -m pytest -q -n 2 --dist loadfile -p no:cacheprovider \
         tests/extractors/test_macocu.py tests/extractors/test_split_macocu.py tests/extractors/test_tei.py \
         tests/extractors/test_tei_scan.py tests/extractors/test_tei_morphology.py tests/extractors/test_xml_errors.py \
-        tests/reliability/test_hostile_inputs.py
+        tests/reliability/test_hostile_inputs.py tests/reliability/test_xml_external.py
 else
     SLM4IE_UNLOCKED=1 "$py" -m pytest -q -n 2 --dist loadfile -p no:cacheprovider
 fi

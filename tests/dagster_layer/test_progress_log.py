@@ -51,7 +51,8 @@ def check_order(messages: list[str]) -> None:
 
 
 def test_materialize_with_two_workers_puts_progress_and_summary_in_the_run_event_log(tmp_path, instance):
-    defs = build_definitions(load_catalog(write_corpus(tmp_path, [10, 8])))
+    # many 4 MiB reads per file, so progress lines fall between them even on a loaded machine
+    defs = build_definitions(load_catalog(write_corpus(tmp_path, [40, 32])))
     result = materialize(
         list(defs.assets or []), instance=instance, resources=dict(defs.resources or {}),
         selection=[AssetKey(["extracted", KEY])],

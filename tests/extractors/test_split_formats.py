@@ -12,54 +12,13 @@ import gzip
 import json
 import logging
 import re
-import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.pipeline import extract_dataset
-from support.files import write_files
-
-KEY = "d"
-
-
-@dataclass
-class Output:
-    text: bytes
-    sidecar: bytes | None
-    manifest: dict
-    shards: list
-    warnings: list
-
-
-def extract(root: Path, extractor: str, files: dict[str, bytes], split_bytes: int, workers: int = 1,
-            metadata: str = "") -> Output:
-    """A fresh dataset under `root`, extracted through `extract_dataset` (forced)."""
-    shutil.rmtree(root, ignore_errors=True)
-    write_files(root / "raw" / KEY, files)
-    (root / "extract.yaml").write_text(
-        f"input_dir: raw\noutput_dir: out\nsplit_bytes: {split_bytes}\ndatasets:\n"
-        f"  {KEY}:\n    extractor: {extractor}\n    domain: test\n{metadata}")
-    catalog = load_catalog(root / "extract.yaml")
-    report = extract_dataset(catalog.dataset(KEY), catalog, force=True, workers=workers)
-    out = root / "out"
-    sidecar = out / f"{KEY}.annotations.jsonl.gz"
-    manifest = json.loads((out / ".slm4ie" / KEY / "current" / "manifest.json").read_bytes())
-    manifest.pop("published_at")
-    shards = manifest.pop("shards")
-    return Output((out / f"{KEY}.jsonl").read_bytes(), sidecar.read_bytes() if sidecar.exists() else None,
-                  manifest, shards, report.warnings)
-
-
-def assert_same(split: Output, whole: Output, why: str) -> None:
-    assert split.text == whole.text, why
-    assert split.sidecar == whole.sidecar, why
-    assert split.manifest == whole.manifest, why
-    assert split.warnings == whole.warnings, why
+from support.split_outputs import Output, assert_same, extract
 
 
 def line_starts(data: bytes) -> list[int]:

@@ -10,18 +10,16 @@ warning with its line number must be equal.
 
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extractors.test_split_formats import Output, assert_same, extract
-from slm4ie_assets.extractors.base import MAX_WARNINGS_KEPT, DropLedger, ExtractContext, InputFile, RangeCounts
+from slm4ie_assets.extractors.base import InputFile
 from slm4ie_assets.extractors.macocu.doc_cuts import plan_doc_cuts
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
 from slm4ie_assets.extractors.macocu.ranges import RangeState
-from slm4ie_assets.split import count_range, range_files
+from support.split_outputs import Output, assert_same, check_counted_equals_extracted, extract, ids_of
 
 HEAD = ('\ufeff<?xml version="1.0" encoding="UTF-8"?>\r\n<!DOCTYPE corpus SYSTEM "macocu.dtd" [\r\n'
         '  <!ENTITY dec "declared">\r\n  <!ENTITY ext SYSTEM "file:///etc/hostname">\r\n]>\r\n'
@@ -71,10 +69,6 @@ def check_every_cut(tmp_path: Path, files: dict[str, bytes], big: str, min_shard
     assert most >= min_shards, "the file was split"
     assert_same(extract(tmp_path / "pool", "macocu", files, 1, workers=2), whole, "2 workers")
     return whole
-
-
-def ids_of(out: Output) -> list[str]:
-    return re.findall(r'"doc_id":"((?:[^"\\]|\\.)*)"', out.text.decode())
 
 
 # ----------------------------------------------------------------------------- every kind of boundary
@@ -254,33 +248,6 @@ def test_range_state_packs_into_a_sum():
 
 
 # ----------------------------------------------------------------------------- count-only passes
-
-
-def ranges_output(path: Path, cuts: tuple[int, ...], counted: bool) -> list:
-    """Every range extracted in order, each continuing from the earlier ranges' counts: those of
-    their own extraction, or (`counted`) of a count-only pass over each (split.count_range), the
-    schedule of a pool that counts every earlier range first."""
-    extractor, spec = MacocuExtractor(), SimpleNamespace(key="d", raw_dir=path.parent, domain="test")
-    out: list = []
-    before = RangeCounts()
-    for file in range_files(InputFile(path, path.name), cuts):
-        ledger = DropLedger(limit=max(0, MAX_WARNINGS_KEPT - before.drops))
-        ctx = ExtractContext("d", path.parent, ledger, before=before)
-        docs = [(d.doc_id, d.text) for d in extractor.extract(file, ctx)]
-        out += [docs, dict(ledger.counts), ledger.warnings]
-        own = RangeCounts(len(docs), extractor.lines_in_range(file), ledger.total, 0, ctx.tally)
-        before = before + (count_range(spec, extractor, file) if counted else own)  # type: ignore[arg-type]
-    return out
-
-
-def check_counted_equals_extracted(tmp_path: Path, data: bytes, splits) -> None:
-    path = tmp_path / "c.xml"
-    path.write_bytes(data)
-    for split in splits:
-        cuts = plan_doc_cuts(path, len(data), split)
-        if len(cuts) == 2:
-            continue  # stays whole: no ranges
-        assert ranges_output(path, cuts, True) == ranges_output(path, cuts, False), f"split_bytes={split}"
 
 
 def test_count_only_passes_continue_the_file_as_its_extraction(tmp_path):

@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from extractors.test_split_formats import assert_same
-from extractors.test_split_formats import extract as extract_split
-from extractors.test_split_macocu import check_counted_equals_extracted, ids_of
 from slm4ie_assets.extractors.xml.events import CHUNK, FeedEvents, next_careful
 from slm4ie_assets.extractors.xml.parser import parser_options
 from support.extraction import Result, extract_raw
+from support.split_outputs import assert_same, check_counted_equals_extracted, ids_of
+from support.split_outputs import extract as extract_split
 
 NS = 'xmlns="http://www.tei-c.org/ns/1.0"'
 TEI_HEAD = f'<?xml version="1.0" encoding="UTF-8"?>\n<TEI {NS}><teiHeader/><text><body>\n'

@@ -96,7 +96,9 @@ EXPECTED = {
         "xxe_file": (["before", "attack", "after"], {"unexpanded_entity"}),
         "xxe_parameter": (["before", "attack", "after"], {"unexpanded_entity"}),
         "external_dtd": (["before", "attack", "after"], {"unexpanded_entity"}),
-        "network_dtd": (["before", "attack", "after"], {"unexpanded_entity", "xml_syntax_error"}),
+        # the DTDs the DOCTYPE names are answered with empty text (xml.parser.refuse_external): no
+        # "Attempt to load network entity" error any more, nothing fetched either way
+        "network_dtd": (["before", "attack", "after"], {"unexpanded_entity"}),
         "xinclude": (["before", "attack", "after"], set()),
         "billion_laughs": (["before"], {"xml_syntax_error"}),
         "quadratic_blowup": (["before"], {"xml_syntax_error"}),

@@ -25,7 +25,7 @@ from lxml import etree
 
 from ..xml.errors import first_error, is_resource_limit
 from ..xml.names import S, U, W
-from ..xml.parser import parser_options
+from ..xml.parser import parser_options, refuse_external
 
 ANNOTATED = "annotated"
 PLAIN_UTTERANCES = "plain_utterances"
@@ -143,7 +143,7 @@ def parse_scan(path, maybe: Presence, huge: bool) -> Presence:
     target = _Seen(maybe)
     # _Seen has only `start` and `close` on purpose: lxml calls back for what a target defines, and
     # `data`/`end` callbacks would slow the scan; the stubs' ParserTarget asks for all of them.
-    parser = etree.XMLParser(target=target, **parser_options(huge))  # type: ignore[call-overload]
+    parser = refuse_external(etree.XMLParser(target=target, **parser_options(huge)))  # type: ignore[call-overload]
     try:
         with open(path, "rb") as fh:
             while not target.done:

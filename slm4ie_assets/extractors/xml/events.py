@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from lxml import etree
 
+from .parser import refuse_external
+
 CHUNK = 1 << 16  # bytes fed at a time: the read-ahead a pass holds in its tree
 
 
@@ -44,7 +46,7 @@ class FeedEvents:
     so nothing closed before the error went unread)."""
 
     def __init__(self, careful: Span | None = None, chunk: int = CHUNK, **options):
-        self.parser = etree.XMLPullParser(**options)
+        self.parser = refuse_external(etree.XMLPullParser(**options))
         self.careful = careful
         self.chunk = chunk
         self.unread: Span | None = None
