@@ -46,6 +46,22 @@ def _wait(what: str, predicate, deadline: float, log: Path, poll: float = 0.5):
 
 
 @pytest.mark.slow
+
+def _idle(instance) -> bool:
+    """No run of the instance is queued, starting or started."""
+    return not instance.get_run_records(
+        RunsFilter(statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]))
+
+
+def _stop(daemon: subprocess.Popen) -> None:
+    """The daemon we started and its children (code server, runs)."""
+    os.killpg(daemon.pid, signal.SIGTERM)
+    try:
+        daemon.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(daemon.pid, signal.SIGKILL)
+        daemon.wait()
+
 def test_daemon_sensor_extracts_a_dropped_file_and_republishes(tmp_path, request):
     write_files(tmp_path / "raw" / "kas", {f"d{i}.txt": f"dokument {i}\n\nše {i}\n" for i in range(4)})
     project = DagsterProject(tmp_path, {"kas": {"extractor": "text", "domain": "academic", "watch_interval": 5}},
@@ -87,16 +103,9 @@ def test_daemon_sensor_extracts_a_dropped_file_and_republishes(tmp_path, request
             return m is not None and "d2b.txt" in [k for k, _ in m.shards]
 
         _wait("the republish with the new file", republished, deadline, log)
-        _wait("the publish run to finish", lambda: not instance.get_run_records(
-            RunsFilter(statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])),
-            deadline, log)
+        _wait("the publish run to finish", lambda: _idle(instance), deadline, log)
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)  # the daemon we started and its children (code server, runs)
-        try:
-            daemon.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()
+        _stop(daemon)
 
     assert instance.get_dynamic_partitions(partitions_name("kas")) == [
         "d0.txt", "d1.txt", "d2.txt", "d3.txt", "d2b.txt"]
@@ -156,16 +165,9 @@ def test_daemon_plans_a_file_only_once_its_writer_is_done(tmp_path, request):
                 written += 1
         _wait("the republish with b.jsonl", lambda: (m := store.published_manifest()) is not None
               and "b.jsonl" in [k for k, _ in m.shards], deadline, log)
-        _wait("the runs to finish", lambda: not instance.get_run_records(
-            RunsFilter(statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])),
-            deadline, log)
+        _wait("the runs to finish", lambda: _idle(instance), deadline, log)
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)  # the daemon we started and its children (code server, runs)
-        try:
-            daemon.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()
+        _stop(daemon)
     manifest = store.published_manifest()
     assert manifest is not None and manifest.drops == {} and manifest.docs == 1 + written
     runs = [r.dagster_run for r in instance.get_run_records()]
