@@ -26,17 +26,17 @@ from dagster import (
 
 from .catalog import Catalog, DatasetSpec
 from .column_schemas import COLUMN_SCHEMA, DOCUMENT_SCHEMA, SIDECAR_COLUMN_SCHEMA, SIDECAR_SCHEMA
+from .dagster_versions import batch_version, code_version, plan_version
 from .instance_settings import POOL, warn_once_per_run
 from .lineage import observe_raw_in_step, part_event_tags, raw_key, step_input_version
 from .locks import dataset_lock
-from .metadata import part_metadata
+from .materialization_metadata import part_metadata
 from .part_meta import PartMeta
 from .pipeline import DatasetPlan, ShardBatch, effective_workers, lock_path, plan_dataset, require_raw_dir, unpack
 from .resources import ExtractSettings
 from .shards import Shard, check_shard_key, list_shards
 from .stale_runs import before_extraction
 from .user_errors import expected_errors_as_failures
-from .versions import batch_version, code_version, plan_version
 
 EXTRACT_POOL = POOL
 GROUP = "extracted"
@@ -85,7 +85,7 @@ def _shards_description(spec: DatasetSpec) -> str:
 
 
 def versioned_output(value: DatasetPlan | ShardBatch, version: str) -> Output:
-    """The output with its data version (versions.py). `Output(data_version=)` is beta in 1.13 and
+    """The output with its data version (dagster_versions.py). `Output(data_version=)` is beta in 1.13 and
     warns on every run; the warning says nothing to an operator."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)
@@ -151,7 +151,7 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
             "domain": spec.domain,
             "raw_dir": MetadataValue.path(str(spec.raw_dir)),
             # no sidecar_path: a dataset without annotations has none, and the UI would link it anyway;
-            # each materialization names it when its version has one (metadata.output_paths)
+            # each materialization names it when its version has one (materialization_metadata.output_paths)
             "text_path": MetadataValue.path(str(spec.text_path)),
             "strict": spec.strict,
             COLUMN_SCHEMA: MetadataValue.table_schema(DOCUMENT_SCHEMA),
@@ -181,7 +181,7 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
             f"{len(plan.stale)} to extract, {'up to date' if plan.up_to_date else 'will publish'}; "
             f"{workers} worker(s)" + ("; force" if extract.force else "")
         )
-        # the version of what the IO manager publishes (or finds published): versions.py
+        # the version of what the IO manager publishes (or finds published): dagster_versions.py
         return versioned_output(plan, plan_version(spec, plan.shards))
 
     return _extracted

@@ -12,7 +12,7 @@ from dagster import ConfigurableIOManager, InputContext, OutputContext
 from .assets import ShardEventRecorder
 from .catalog import DatasetSpec, load_catalog
 from .manifest import Manifest
-from .metadata import part_metadata, publish_metadata, shard_batch_metadata, skipped_metadata
+from .materialization_metadata import part_metadata, publish_metadata, shard_batch_metadata, skipped_metadata
 from .pipeline import DatasetPlan, RunReport, ShardBatch, extract_and_publish, extract_shard_batch
 from .store import READ_ERRORS, DatasetStore, read_manifest
 from .user_errors import expected_errors_as_failures

@@ -23,7 +23,7 @@ PERCENTILES = (10, 50, 90, 99)
 RELATIVE_ERROR = 1 / EXACT_BELOW  # half a bucket of width <= lo/128, relative to a value >= lo
 
 
-def bucket_of(n: int) -> int:
+def length_bucket(n: int) -> int:
     """The bucket key of a length. `PartWriter.add_documents` inlines this expression: keep them equal."""
     if n < EXACT_BELOW:
         return n
@@ -96,7 +96,7 @@ NO_LENGTHS = LengthStats(EMPTY, EMPTY)
 
 
 class LengthCounter:
-    """The mutable side, filled by the part writer: `counts[bucket_of(n)] += 1` plus exact min/max."""
+    """The mutable side, filled by the part writer: `counts[length_bucket(n)] += 1` plus exact min/max."""
 
     __slots__ = ("counts", "min", "max")
 
@@ -106,7 +106,7 @@ class LengthCounter:
         self.max = 0
 
     def add(self, n: int) -> None:
-        self.counts[bucket_of(n)] += 1
+        self.counts[length_bucket(n)] += 1
         if n < self.min:
             self.min = n
         if n > self.max:

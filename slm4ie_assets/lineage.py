@@ -4,7 +4,7 @@ of the shard events the project records itself (DAGSTER_NOTES 6).
 Dagster writes code and data version tags on the materializations it generates from an asset's
 output. The events we log ourselves (a `shards/<key>` partition rebuilt inside an `extracted/<key>`
 run) and the `raw/<key>` observations (from the raw sensor, the observe function, and every run,
-which lists the raw tree anyway) carry the same tags, built here from `versions.py`, so the UI's
+which lists the raw tree anyway) carry the same tags, built here from `dagster_versions.py`, so the UI's
 staleness ("has a new dependency data version", "has a new code version") covers them too.
 """
 
@@ -26,11 +26,11 @@ from dagster import (
 )
 
 from .catalog import Catalog, DatasetSpec
+from .dagster_versions import code_version, part_version, raw_version
 from .locks import dataset_lock
 from .part_meta import PartMeta
 from .pipeline import lock_path, require_raw_dir, unpack
 from .shards import Shard, list_shards
-from .versions import code_version, part_version, raw_version
 
 # Dagster's tag names for versions and provenance (dagster._core.definitions.data_version); the
 # lineage tests read staleness back through Dagster's own resolver, so a rename there fails them.
@@ -53,7 +53,7 @@ def build_raw_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefinition:
         key=raw_key(spec.key),
         group_name=RAW_GROUP,
         # one line; the folder is in the metadata. raw_<key>_sensor observes it whenever the files
-        # change (data version: a digest of shard keys and stat fingerprints, versions.py)
+        # change (data version: a digest of shard keys and stat fingerprints, dagster_versions.py)
         # (when they change, extracted/<key> shows as stale until it is materialized again)
         description=f"Raw files of {spec.key} (not built by Dagster)",
         owners=list(spec.owners),

@@ -60,7 +60,7 @@ from .shards import Shard, list_shards
 from .stale_runs import reap_dead_runs
 from .store import DatasetStore
 
-BUCKETS = 64
+SENSOR_BUCKETS = 64
 _DIGEST = 8
 CURSOR_PREFIX = "v1:"
 MAX_CHANGED_RUNS = 16
@@ -73,14 +73,14 @@ def _b(s: str) -> bytes:
     return s.encode("utf-8", "surrogatepass")
 
 
-def bucket_of(key: str) -> int:
-    return zlib.crc32(_b(key)) % BUCKETS
+def sensor_bucket(key: str) -> int:
+    return zlib.crc32(_b(key)) % SENSOR_BUCKETS
 
 
 def bucket_digests(shards: list[Shard]) -> bytes:
-    hashers = [hashlib.blake2b(digest_size=_DIGEST) for _ in range(BUCKETS)]
+    hashers = [hashlib.blake2b(digest_size=_DIGEST) for _ in range(SENSOR_BUCKETS)]
     for s in shards:
-        hashers[bucket_of(s.key)].update(_b(f"{s.key}\0{s.fingerprint}\n"))
+        hashers[sensor_bucket(s.key)].update(_b(f"{s.key}\0{s.fingerprint}\n"))
     return b"".join(h.digest() for h in hashers)
 
 
@@ -98,7 +98,7 @@ def decode_cursor(cursor: str | None, recipe: str) -> bytes | None:
         raw = base64.b64decode(cursor[len(prefix):], validate=True)
     except ValueError:
         return None
-    return raw if len(raw) == BUCKETS * _DIGEST else None
+    return raw if len(raw) == SENSOR_BUCKETS * _DIGEST else None
 
 
 def _digest(items: Iterable[str]) -> str:
@@ -133,9 +133,9 @@ def diff_raw(spec: DatasetSpec, shards: list[Shard], registered: Sequence[str], 
     digests = bucket_digests(shards)
     old = decode_cursor(cursor, spec.recipe)
     if old is None:
-        moved = set(range(BUCKETS))
+        moved = set(range(SENSOR_BUCKETS))
     else:
-        moved = {i for i in range(BUCKETS)
+        moved = {i for i in range(SENSOR_BUCKETS)
                  if digests[i * _DIGEST:(i + 1) * _DIGEST] != old[i * _DIGEST:(i + 1) * _DIGEST]}
     reg = set(registered)
     planned = {s.key for s in shards}
@@ -148,7 +148,7 @@ def diff_raw(spec: DatasetSpec, shards: list[Shard], registered: Sequence[str], 
                 new_current.append(s.key)
             else:
                 new_stale.append(s)
-        elif moved and bucket_of(s.key) in moved and not store.part_is_current(s):
+        elif moved and sensor_bucket(s.key) in moved and not store.part_is_current(s):
             changed.append(s)
     gone = [k for k in registered if k not in planned]
     published = (store.current / "manifest.json").exists()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
-from .json_lines import json_objects
+from .json_objects import json_objects
 from .records import probe_id
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..schema import Annotations, Document
 from .base import ExtractContext, Extractor, InputFile
-from .json_lines import json_objects
+from .json_objects import json_objects
 from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, parse_field_mapping, probe_id
 
 _item = dict.__getitem__  # raises TypeError for a token that is not an object

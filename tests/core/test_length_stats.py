@@ -15,12 +15,12 @@ from slm4ie_assets.length_stats import (
     RELATIVE_ERROR,
     LengthCounter,
     bucket_bounds,
-    bucket_of,
+    length_bucket,
     merged_histogram,
     merged_lengths,
 )
 from slm4ie_assets.manifest import Manifest
-from slm4ie_assets.metadata import length_distribution
+from slm4ie_assets.materialization_metadata import length_distribution
 from slm4ie_assets.part_meta import PartMeta
 from slm4ie_assets.pipeline import extract_dataset, plan_dataset
 from slm4ie_assets.preview import length_rows
@@ -67,7 +67,7 @@ def test_long_documents_stay_within_the_stated_error_and_min_max_are_exact(tmp_p
     for q in (10, 50, 90, 99):
         exact = nearest_rank(lengths, q)
         assert abs(chars.percentile(q) - exact) <= exact * RELATIVE_ERROR, (q, chars.percentile(q), exact)
-    # the part writer's inlined bucket expression is length_stats.bucket_of
+    # the part writer's inlined bucket expression is length_stats.length_bucket
     counter = LengthCounter()
     for n in lengths:
         counter.add(n)
@@ -107,12 +107,12 @@ def test_the_manifest_is_the_sum_of_the_part_metas(tmp_path):
 
 def test_buckets_cover_every_length_once_with_the_stated_width():
     previous_hi = -1
-    for key in sorted({bucket_of(n) for n in range(0, 1 << 16)}):
+    for key in sorted({length_bucket(n) for n in range(0, 1 << 16)}):
         lo, hi = bucket_bounds(key)
         assert lo == previous_hi + 1  # contiguous, no overlap
         assert hi - lo + 1 == 1 if lo < 256 else (hi - lo + 1) <= lo / 128
         previous_hi = hi
-    assert all(bucket_bounds(bucket_of(n))[0] <= n <= bucket_bounds(bucket_of(n))[1]
+    assert all(bucket_bounds(length_bucket(n))[0] <= n <= bucket_bounds(length_bucket(n))[1]
                for n in (2**40 - 1, 2**40, 2**63 + 12345))
 
 

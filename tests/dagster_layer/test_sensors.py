@@ -17,7 +17,7 @@ from slm4ie_assets import sensors as sensors_module
 from slm4ie_assets.assets import extracted_key, shards_key
 from slm4ie_assets.locks import dataset_lock
 from slm4ie_assets.pipeline import lock_path
-from slm4ie_assets.sensors import BUCKETS, bucket_digests, decode_cursor, encode_cursor
+from slm4ie_assets.sensors import SENSOR_BUCKETS, bucket_digests, decode_cursor, encode_cursor
 from slm4ie_assets.shards import Shard
 from support.dagster_project import DagsterProject, output_metadata, part_meta_mtimes, touch
 from support.files import write_files
@@ -187,11 +187,11 @@ def test_a_missing_raw_folder_skips_the_tick(tmp_path, instance):
 def test_cursor_stays_small_whatever_the_number_of_shards():
     shards = [Shard(f"d{i // 1000}/f{i:06d}.txt", (), f"{i}:{i * 7919}", i) for i in range(100_000)]
     cursor = encode_cursor(bucket_digests(shards), "recipe1")
-    assert len(cursor) < 1000 and len(decode_cursor(cursor, "recipe1")) == BUCKETS * 8
+    assert len(cursor) < 1000 and len(decode_cursor(cursor, "recipe1")) == SENSOR_BUCKETS * 8
     moved = shards[:]
     moved[500] = Shard(moved[500].key, (), "other", 1)
     a, b = decode_cursor(cursor, "recipe1"), bucket_digests(moved)
-    assert sum(a[i * 8:(i + 1) * 8] != b[i * 8:(i + 1) * 8] for i in range(BUCKETS)) == 1
+    assert sum(a[i * 8:(i + 1) * 8] != b[i * 8:(i + 1) * 8] for i in range(SENSOR_BUCKETS)) == 1
     assert decode_cursor(cursor, "recipe2") is None  # another config: every bucket is looked at
     assert decode_cursor("garbage", "recipe1") is None and decode_cursor(None, "recipe1") is None
 

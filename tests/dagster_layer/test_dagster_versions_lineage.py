@@ -23,12 +23,12 @@ from dagster._core.loader import LoadingContextForTest
 
 from slm4ie_assets.assets import extracted_key, shards_key
 from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.dagster_versions import code_version, manifest_version, part_version, raw_version
 from slm4ie_assets.definitions import build_definitions
 from slm4ie_assets.io_manager import ExtractIOManager
 from slm4ie_assets.lineage import raw_key
 from slm4ie_assets.resources import ExtractSettings
 from slm4ie_assets.store import DatasetStore
-from slm4ie_assets.versions import code_version, manifest_version, part_version, raw_version
 
 TEXTS = {"a.txt": "prvi a\n\ndrugi a\n", "b.txt": "prvi b\n", "sub/c.txt": "prvi c\n\ndrugi c\n\ntretji c\n"}
 
@@ -115,7 +115,7 @@ def test_code_version_is_a_digest_of_extractor_format_and_recipe_stable_across_p
         == code_version(spec)
     assert project.defs.resolve_assets_def(shards_key("kas")).code_versions_by_key[shards_key("kas")] \
         == code_version(spec)
-    script = ("import sys; from slm4ie_assets.catalog import load_catalog; from slm4ie_assets.versions import "
+    script = ("import sys; from slm4ie_assets.catalog import load_catalog; from slm4ie_assets.dagster_versions import "
               "code_version; print(code_version(load_catalog(sys.argv[1]).dataset('kas')))")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     other = subprocess.run([sys.executable, "-c", script, str(tmp_path / "extract.yaml")], env=env,

@@ -40,9 +40,9 @@ def physical_lines(fh: BinaryIO, file: InputFile) -> Iterator[tuple[int, bytes]]
             if raw.startswith(_BOM):
                 raw = raw[3:]
         if b"\r" in raw:
-            for part in raw.splitlines():
+            for piece in raw.splitlines():
                 lineno += 1
-                yield lineno, part
+                yield lineno, piece
         else:
             lineno += 1
             yield lineno, raw
