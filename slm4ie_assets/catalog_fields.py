@@ -48,8 +48,8 @@ class Setting:
 
     def schema(self, in_dataset: bool = False) -> dict:
         """This key's JSON Schema; `in_dataset`: a dataset's override of a top-level key."""
-        if self.shape is not None:
-            return {"description": self.description, **self.shape}
+        if self.shape is not None or self.type is None:  # no type: the generator writes the rest
+            return {"description": self.description, **(self.shape or {})}
         out: dict[str, Any] = {"description": self.description}
         if in_dataset:
             out["description"] = f"This dataset's {self.name} (default: the top-level one); {self.per_dataset}."
