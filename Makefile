@@ -13,7 +13,7 @@ EXTRAS := --all-extras
 # uv never downloads an interpreter of its own here: the venv uses $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: venv demo demo-ui home lint lock test test-deps test-long test-newest test-xml-newest ui daemon bench clean
+.PHONY: venv demo demo-ui home lint lock schema test test-deps test-long test-newest test-xml-newest ui daemon bench clean
 
 venv: $(STAMP)
 
@@ -45,6 +45,12 @@ demo: venv
 lint: venv
 	$(BIN)/ruff check slm4ie_assets tests bench examples tools
 	$(BIN)/mypy slm4ie_assets
+	$(BIN)/python -m slm4ie_assets.catalog_schema --check
+
+# schemas/extract.schema.json is generated from slm4ie_assets/catalog_fields.py and the extractor
+# registry: rewrite it after changing either (lint and tests/core/test_catalog_schema.py refuse a stale one).
+schema: venv
+	$(BIN)/python -m slm4ie_assets.catalog_schema
 
 # Two pytest processes (pytest-xdist; a test module stays in one, so its fixtures are set up once):
 # most of the slow tests wait on subprocesses, so two overlap well even on two cores.

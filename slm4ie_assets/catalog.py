@@ -3,7 +3,8 @@
 The whole file is checked when the code location loads; every problem is reported at once,
 each naming the dataset and field and the `file:line` it sits on, so a bad config is one clear
 error, not a deep traceback. A key written twice is one of those problems: plain YAML loading
-would silently keep the last one. `schemas/extract.schema.json` describes the same shape for editors.
+would silently keep the last one. The keys, their types, bounds and wording are the table in
+`catalog_fields.py`, from which `catalog_schema.py` writes `schemas/extract.schema.json` for editors.
 """
 
 import hashlib
@@ -17,6 +18,15 @@ from typing import Any
 import yaml
 from croniter import croniter
 
+from . import catalog_fields as fields
+from .catalog_fields import (
+    DEFAULT_MAX_SHARDS_PER_RUN,
+    DEFAULT_SETTLE_SECONDS,
+    DEFAULT_SPLIT_BYTES,
+    DEFAULT_STALL_SECONDS,
+    DEFAULT_STALL_TIMEOUT_SECONDS,
+    Setting,
+)
 from .extractors.registry import EXTRACTORS, get_extractor_class
 from .located_yaml import KeyPath, YamlLocations, load_located_yaml
 
@@ -24,23 +34,10 @@ CONFIG_ENV = "SLM4IE_EXTRACT_CONFIG"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FORMAT_VERSION = 1  # bump when the bytes an extractor writes change for the same input
 
-_KEY_RE = re.compile(r"[A-Za-z0-9_]+")  # used with fullmatch: `$` would let a trailing newline through
-_TOP_KEYS = {"input_dir", "output_dir", "max_workers", "datasets", "archives", "shard_group_threshold", "split_bytes",
-             "max_shards_per_run", "settle_seconds", "stall_seconds", "stall_timeout_seconds", "max_document_bytes"}
-_DATASET_KEYS = {"extractor", "domain", "metadata", "strict", "watch", "watch_interval", "schedule", "owners",
-                 "split_bytes", "max_shards_per_run", "settle_seconds", "stall_seconds", "stall_timeout_seconds",
-                 "max_document_bytes"}
-_ARCHIVE_KEYS = {"max_ratio", "max_bytes", "max_members"}
-DEFAULT_SPLIT_BYTES = 256 * 1024**2  # a file over this is extracted as several ranges (docs/splitting.md)
-# 0: a backfill of shards/<key> is one run per contiguous key range (the in-run pool uses the cores);
-# N: runs of at most N shards, which the run queue runs side by side (D24)
-DEFAULT_MAX_SHARDS_PER_RUN = 0
-# the raw sensor plans a file only once nothing wrote to it (mtime and ctime) for this long (settling.py)
-DEFAULT_SETTLE_SECONDS = 120
-# a pool worker whose shard shows no progress this long is reported; with a timeout, the run fails (stalls.py)
-DEFAULT_STALL_SECONDS = 600
-DEFAULT_STALL_TIMEOUT_SECONDS = 0  # 0: never fail, only report
-
+_KEY_RE = re.compile(fields.DATASET_KEY_PATTERN)  # used with fullmatch: `$` would let a trailing newline through
+_TOP_KEYS = fields.names(fields.TOP)
+_DATASET_KEYS = fields.names(fields.DATASET)
+_ARCHIVE_KEYS = fields.names(fields.ARCHIVES)
 
 
 class CatalogError(ValueError):
@@ -49,9 +46,11 @@ class CatalogError(ValueError):
 
 @dataclass(frozen=True)
 class ArchiveLimits:
-    max_ratio: float = 50.0
-    max_bytes: int = 200 * 1024**3
-    max_members: int = 200_000  # files and folders in one archive (each costs an inode and a state entry)
+    """Decompression-bomb limits (D16); defaults and meaning: `catalog_fields.ARCHIVES`."""
+
+    max_ratio: float = fields.by_name(fields.ARCHIVES, "max_ratio").default
+    max_bytes: int = fields.by_name(fields.ARCHIVES, "max_bytes").default
+    max_members: int = fields.by_name(fields.ARCHIVES, "max_members").default
 
 
 @dataclass(frozen=True)
@@ -180,10 +179,6 @@ class _Problems:
 # ----------------------------------------------------------------------------- validation
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) -> Catalog:
     """Validate an already parsed document; `locations` (from `load_located_yaml`) adds file lines."""
     if doc is None:
@@ -197,30 +192,17 @@ def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) 
                                      f"{duplicate.again_line}); YAML keeps only the last one, so remove or rename one")
     for key in sorted(set(doc) - _TOP_KEYS, key=str):
         problems.add((key,), f"unknown top-level key (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    input_dir = _directory(doc, "input_dir", "data/raw", path.parent, problems)
-    output_dir = _directory(doc, "output_dir", "data/extracted", path.parent, problems)
-    max_workers = doc.get("max_workers", 0)
-    if max_workers is None:
-        max_workers = 0
-    if not _is_int(max_workers) or max_workers < 0:
-        problems.add(("max_workers",), f"expected a whole number >= 0 (0 = all cores), got {max_workers!r}")
-        max_workers = 0
-    threshold = doc.get("shard_group_threshold", 1000)
-    if not _is_int(threshold) or threshold < 1:
-        problems.add(("shard_group_threshold",), f"expected a whole number >= 1, got {threshold!r}")
-        threshold = 1000
+    input_dir = _directory(doc, "input_dir", path.parent, problems)
+    output_dir = _directory(doc, "output_dir", path.parent, problems)
+    max_workers = _setting(doc, (), fields.by_name(fields.TOP, "max_workers"), problems)
+    threshold = _setting(doc, (), fields.by_name(fields.TOP, "shard_group_threshold"), problems)
     limits = _archive_limits(doc.get("archives"), problems)
-    defaults = _Inherited(_whole(doc, (), "split_bytes", DEFAULT_SPLIT_BYTES, problems),
-                          _whole(doc, (), "max_shards_per_run", DEFAULT_MAX_SHARDS_PER_RUN, problems),
-                          _whole(doc, (), "settle_seconds", DEFAULT_SETTLE_SECONDS, problems),
-                          _whole(doc, (), "stall_seconds", DEFAULT_STALL_SECONDS, problems),
-                          _whole(doc, (), "stall_timeout_seconds", DEFAULT_STALL_TIMEOUT_SECONDS, problems),
-                          _whole(doc, (), "max_document_bytes", 0, problems))
+    defaults = {s.name: _setting(doc, (), s, problems) for s in fields.INHERITED}
     datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, defaults)
     _check_output_apart(doc, output_dir, datasets, problems)
     problems.raise_if_any(path)
-    return Catalog(path, input_dir, output_dir, max_workers, limits, threshold, datasets, defaults.split_bytes,
-                   defaults.max_shards_per_run)
+    return Catalog(path, input_dir, output_dir, max_workers, limits, threshold, datasets, defaults["split_bytes"],
+                   defaults["max_shards_per_run"])
 
 
 def _check_output_apart(doc: dict, output_dir: Path, datasets: dict, problems: _Problems) -> None:
@@ -240,40 +222,20 @@ def _check_output_apart(doc: dict, output_dir: Path, datasets: dict, problems: _
                             "touch raw files); put output_dir and input_dir/<key> side by side")
 
 
-@dataclass(frozen=True)
-class _Inherited:
-    """Top-level settings a dataset may override."""
-
-    split_bytes: int = DEFAULT_SPLIT_BYTES
-    max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN
-    settle_seconds: int = DEFAULT_SETTLE_SECONDS
-    stall_seconds: int = DEFAULT_STALL_SECONDS
-    stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT_SECONDS
-    max_document_bytes: int = 0
-
-
-_WHOLE_MEANING = {"split_bytes": "a whole number of bytes >= 0 (0 = never split a file)",
-                  "max_shards_per_run": "a whole number >= 0 (0 = one run per backfill range)",
-                  "settle_seconds": "whole seconds >= 0 (0 = plan files as soon as they appear)",
-                  "stall_seconds": "whole seconds >= 0 (0 = never report a worker without progress)",
-                  "stall_timeout_seconds": "whole seconds >= 0 (0 = never fail a run for a worker without progress)",
-                  "max_document_bytes": "a whole number of bytes >= 0 (0 = no cap on a document's size)"}
-
-
-def _whole(mapping: dict, where: KeyPath, name: str, default: int, problems: _Problems) -> int:
-    """A whole-number setting >= 0 (`split_bytes`, `max_shards_per_run`), else the default."""
-    value = mapping.get(name, default)
-    if not _is_int(value) or value < 0:
-        problems.add(where + (name,), f"expected {_WHOLE_MEANING[name]}, got {value!r}")
+def _setting(mapping: dict, where: KeyPath, setting: Setting, problems: _Problems, default: Any = None) -> Any:
+    """A plain setting checked by its row of the field table, else `default` (the table's when None)."""
+    default = setting.default if default is None else default
+    value = mapping.get(setting.name, default)
+    if value is None and setting.nullable:
+        return default
+    if not setting.accepts(value):
+        problems.add(where + (setting.name,), f"expected {setting.expected}, got {value!r}")
         return default
     return value
 
 
-def _directory(doc: dict, name: str, default: str, base: Path, problems: _Problems) -> Path:
-    value = doc.get(name, default)
-    if not isinstance(value, str) or not value:
-        problems.add((name,), f"expected a path string, got {value!r}")
-        value = default
+def _directory(doc: dict, name: str, base: Path, problems: _Problems) -> Path:
+    value = _setting(doc, (), fields.by_name(fields.TOP, name), problems)
     p = Path(value).expanduser()
     return (p if p.is_absolute() else base / p).resolve()
 
@@ -286,24 +248,12 @@ def _archive_limits(arch: Any, problems: _Problems) -> ArchiveLimits:
         problems.add(("archives",), "expected a mapping with max_ratio and/or max_bytes")
         return limits
     for k in sorted(set(arch) - _ARCHIVE_KEYS, key=str):
-        problems.add(("archives", k), "unknown key (allowed: max_ratio, max_bytes, max_members)")
-    ratio = arch.get("max_ratio", limits.max_ratio)
-    mbytes = arch.get("max_bytes", limits.max_bytes)
-    if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or ratio <= 0:
-        problems.add(("archives", "max_ratio"), f"expected a positive number, got {ratio!r}")
-        ratio = limits.max_ratio
-    if not _is_int(mbytes) or mbytes <= 0:
-        problems.add(("archives", "max_bytes"), f"expected a positive whole number, got {mbytes!r}")
-        mbytes = limits.max_bytes
-    members = arch.get("max_members", limits.max_members)
-    if not _is_int(members) or members <= 0:
-        problems.add(("archives", "max_members"), f"expected a positive whole number, got {members!r}")
-        members = limits.max_members
+        problems.add(("archives", k), f"unknown key (allowed: {', '.join(s.name for s in fields.ARCHIVES)})")
+    ratio, mbytes, members = (_setting(arch, ("archives",), s, problems) for s in fields.ARCHIVES)
     return ArchiveLimits(float(ratio), int(mbytes), int(members))
 
 
-def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: _Problems,
-                    defaults: _Inherited = _Inherited()) -> dict:
+def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: _Problems, defaults: dict) -> dict:
     if raw_sets is None:
         return {}
     if not isinstance(raw_sets, dict):
@@ -318,7 +268,7 @@ def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: 
 
 
 def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, problems: _Problems,
-                   defaults: _Inherited = _Inherited()) -> DatasetSpec | None:
+                   defaults: dict) -> DatasetSpec | None:
     where = ("datasets", key)
     if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
         problems.add(where, "dataset key must be letters, digits and underscores only "
@@ -349,11 +299,8 @@ def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, prob
         except ValueError as exc:
             problems.add_reported(where + ("metadata",), str(exc))
     settings = _dataset_settings(entry, where, problems)
-    settings["split_bytes"] = _whole(entry, where, "split_bytes", defaults.split_bytes, problems)
-    settings["max_shards_per_run"] = _whole(entry, where, "max_shards_per_run", defaults.max_shards_per_run, problems)
-    settings["settle_seconds"] = _whole(entry, where, "settle_seconds", defaults.settle_seconds, problems)
-    for name in ("stall_seconds", "stall_timeout_seconds", "max_document_bytes"):
-        settings[name] = _whole(entry, where, name, getattr(defaults, name), problems)
+    for setting in fields.INHERITED:
+        settings[setting.name] = _setting(entry, where, setting, problems, defaults[setting.name])
     if len(problems) > n_before:
         return None
     assert isinstance(extractor, str) and isinstance(domain, str)  # checked above, else a problem was added
@@ -366,17 +313,8 @@ def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, prob
 def _dataset_settings(entry: dict, where: KeyPath, problems: _Problems) -> dict:
     """The dataset's run settings (not part of its recipe: they never change the bytes written)."""
     settings: dict[str, Any] = {}
-    for name, default in (("strict", False), ("watch", True)):
-        value = entry.get(name, default)
-        if not isinstance(value, bool):
-            problems.add(where + (name,), f"expected true or false, got {value!r}")
-            value = default
-        settings[name] = value
-    interval = entry.get("watch_interval", 60)
-    if not _is_int(interval) or interval < 5:
-        problems.add(where + ("watch_interval",), f"expected whole seconds >= 5, got {interval!r}")
-        interval = 60
-    settings["watch_interval"] = interval
+    for name in ("strict", "watch", "watch_interval"):
+        settings[name] = _setting(entry, where, fields.by_name(fields.DATASET, name), problems)
     schedule = entry.get("schedule")
     if schedule is not None and not _is_valid_cron(schedule):
         problems.add(where + ("schedule",), "expected a valid 5-field cron string (minute hour day-of-month "
