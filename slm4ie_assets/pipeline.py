@@ -23,6 +23,7 @@ from .locked_parts import PartOutcome, outcome_message, write_part_in_worker, wr
 from .locks import LockTimeout, dataset_lock
 from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops
+from .part_writer import count_range
 from .progress import (
     Counters,
     ProgressBoard,
@@ -34,8 +35,8 @@ from .progress import (
     summary_table,
 )
 from .publish import current_metas, publish
+from .range_scheduler import RangeBook, run_pooled, shard_inputs
 from .shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
-from .split import RangeBook, count_range, run_pooled, shard_inputs
 from .stalls import POLL_SECONDS, StallLimits, StallWatch, init_watched_worker, mark_started
 from .store import DatasetStore
 

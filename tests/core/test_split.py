@@ -18,10 +18,11 @@ from slm4ie_assets.catalog import DEFAULT_SPLIT_BYTES, CatalogError, load_catalo
 from slm4ie_assets.extractors.base import ExtractContext, InputFile, RangeCounts, discover
 from slm4ie_assets.extractors.conllu import ConlluExtractor
 from slm4ie_assets.extractors.jsonl import JsonlExtractor
-from slm4ie_assets.extractors.text import TextExtractor, count_documents
+from slm4ie_assets.extractors.splitting import count_line_ends
+from slm4ie_assets.extractors.text import SPACES, TextExtractor, count_documents
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.shards import check_shard_key, plan_shards
-from slm4ie_assets.split import SPACES, chains_per_file, count_lines, plan_cuts, range_files, run_pooled
+from slm4ie_assets.range_scheduler import chains_per_file, run_pooled
+from slm4ie_assets.shards import check_shard_key, plan_shards, range_files
 from slm4ie_assets.store import DatasetStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -208,7 +209,7 @@ def test_the_quick_text_count_equals_what_the_extraction_yields(tmp_path, lines,
     data = data.replace("\xff".encode(), b"\xff")
     path = tmp_path / "x.txt"
     path.write_bytes(data)
-    cuts = plan_cuts("blank_line", path, len(data), max(1, cut))
+    cuts = TextExtractor.splitter.plan(InputFile(path, "x.txt"), len(data), max(1, cut))
     for file in range_files(InputFile(path, "x.txt"), cuts):
         ctx = ExtractContext("d", tmp_path)
         docs = sum(1 for _ in TextExtractor().extract(file, ctx))
@@ -216,7 +217,7 @@ def test_the_quick_text_count_equals_what_the_extraction_yields(tmp_path, lines,
         if ctx.ledger.total:
             assert quick is None  # a dropped block needs the full pass
         else:
-            assert quick == (docs, count_lines(file))
+            assert quick == (docs, count_line_ends(file))
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
