@@ -35,7 +35,7 @@ from .progress import (
     summary_table,
 )
 from .publish import current_metas, publish
-from .range_scheduler import RangeBook, run_pooled, shard_inputs
+from .range_scheduler import run_pooled, run_serial
 from .shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
 from .stalls import POLL_SECONDS, StallLimits, StallWatch, init_watched_worker, mark_started
 from .store import DatasetStore
@@ -208,15 +208,13 @@ def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: Counters |
     extractor.prepare(spec.raw_dir)
     store = DatasetStore(spec)
     reporter = ShardReporter(counters, period) if counters is not None else None
-    book = RangeBook(list(shard_inputs(shards)))  # ranges in order: each continues the one before
-    try:
-        for task, shard in enumerate(shards):
-            before = book.fill(shard.files[0], lambda f: count_range(spec, extractor, f))
-            with reporter.track(task, shard) if reporter is not None else nullcontext() as hook:
-                outcome = write_part_locked(spec, extractor, shard, store, force, hook, log, before)
-            if outcome.counts is not None:
-                book.record(shard.files[0], outcome.counts)
-            report(task, outcome)
+
+    def extract(task: int, before: RangeCounts) -> PartOutcome:
+        with reporter.track(task, shards[task]) if reporter is not None else nullcontext() as hook:
+            return write_part_locked(spec, extractor, shards[task], store, force, hook, log, before)
+
+    try:  # a range continues from the ranges just before it (counted when they are not in the run)
+        run_serial(shards, extract, lambda f: count_range(spec, extractor, f), report)
     finally:
         if reporter is not None:
             reporter.close()

@@ -3,7 +3,8 @@
 A range is extracted with the `RangeCounts` of the ranges before it in its file. Those come from the
 earlier ranges' own extraction when it ran first, else from a count-only pass over each earlier range
 (`part_writer.count_range`). `RangeBook` keeps what is known; `run_pooled` keeps a pool busy with
-counts first, then the ready range furthest into its file, then whole files and first ranges.
+counts first, then the ready range furthest into its file, then whole files and first ranges;
+`run_serial` runs them in file order.
 """
 
 from collections import deque
@@ -112,6 +113,18 @@ class Outcome(Protocol):
 
 
 OutcomeT = TypeVar("OutcomeT", bound=Outcome)
+
+
+def run_serial(shards: Sequence[Shard], extract: Callable[[int, RangeCounts], OutcomeT],
+               count: Callable[[InputFile], RangeCounts], report: Callable[[int, OutcomeT], None]) -> None:
+    """One worker: `shards` in order, a range continuing from the ranges just before it, and from
+    count-only passes over those that are not in the run."""
+    book = RangeBook(list(shard_inputs(shards)))
+    for task, shard in enumerate(shards):
+        outcome = extract(task, book.fill(shard.files[0], count))
+        if outcome.counts is not None:
+            book.record(shard.files[0], outcome.counts)
+        report(task, outcome)
 
 
 def _next_extraction(book: RangeBook, shards: Sequence[Shard], later: list[int],

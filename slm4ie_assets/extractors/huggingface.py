@@ -5,10 +5,7 @@ config directory is one shard) and D20/S11 (dates and times become ISO-8601 stri
 a row holding bytes, Decimal or timedelta is skipped with a warning). Rows are read batch by batch
 from the memory-mapped Arrow data, never materialised as a whole.
 
-A config over `split_bytes` becomes ranges of rows (docs/splitting.md): its splits' rows in
-`load_from_disk` order are one sequence, the cuts are indices into it, and a range reads its slice of
-each split with the split's own columns, ids counted from the split's first row, and the per-split
-warning (`missing_text`) from the range holding that row, so every range decides as the unsplit pass.
+A config over `split_bytes` becomes ranges of rows (`RowSplitter`, docs/splitting.md).
 
 `datasets` and `pyarrow` are imported inside `extract` only: loading the catalog imports every
 extractor class it names, and that must stay fast.
@@ -151,8 +148,8 @@ class RowSplitter(Splitter):
     unit = "rows"
 
     def plan(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
-        """Row cuts from the memory-mapped batch headers (no row is read). A config only `datasets`
-        can load, or that cannot be read now, stays one shard: its extraction reports it (D6)."""
+        """Row cuts from the memory-mapped batch headers (no row is read); a config only `datasets`
+        can load, or unreadable now, stays one shard (its extraction reports it, D6)."""
         import pyarrow as pa
 
         if special_file(file.path) is not None:
@@ -166,17 +163,14 @@ class RowSplitter(Splitter):
             return (0, 0)
 
     def lines(self, file: InputFile) -> int:
-        """A config's "lines" are its rows in unsplit order: the rows of the range. Warnings name the
-        row within its split, which each range knows from its cuts (`_windows`)."""
+        """A config's "lines" are its rows: the range's (warnings name a row within its split)."""
         assert file.range is not None
         return file.range.cuts[file.range.index + 1] - file.range.start
 
     def quick_count(self, file: InputFile) -> tuple[int, int] | None:
-        """(documents, rows) of a range in which provably no row is skipped, from Arrow buffers:
-        the text column holds no null and no blank string, and every other column's values are
-        ones JSON holds (D20) and the encoder writes as they are (D1 repairs lone surrogates and
-        integers beyond 64 bits, neither of which an Arrow column yields). Otherwise None: the
-        count-only pass runs `extract`."""
+        """(documents, rows) from Arrow buffers when provably no row is skipped: no null or blank
+        text, every other column of values JSON holds (D20) and the encoder writes as they are (D1
+        repairs nothing an Arrow column yields). Otherwise None: the count-only pass extracts."""
         import pyarrow as pa
 
         if file.range is None or special_file(file.path) is not None:

@@ -16,13 +16,16 @@ from hypothesis import strategies as st
 
 from slm4ie_assets.catalog import DEFAULT_SPLIT_BYTES, CatalogError, load_catalog
 from slm4ie_assets.extractors.base import ExtractContext, InputFile, RangeCounts, discover
+from slm4ie_assets.extractors.coleslaw import ShadowCarry
 from slm4ie_assets.extractors.conllu import ConlluExtractor
 from slm4ie_assets.extractors.jsonl import JsonlExtractor
+from slm4ie_assets.extractors.registry import make_extractor
 from slm4ie_assets.extractors.splitting import count_line_ends
 from slm4ie_assets.extractors.text import SPACES, TextExtractor, count_documents
+from slm4ie_assets.part_writer import count_range, write_part_counted
 from slm4ie_assets.pipeline import extract_dataset
 from slm4ie_assets.range_scheduler import chains_per_file, run_pooled
-from slm4ie_assets.shards import check_shard_key, plan_shards, range_files
+from slm4ie_assets.shards import Shard, check_shard_key, plan_shards, range_files
 from slm4ie_assets.store import DatasetStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -191,6 +194,27 @@ def test_a_stale_later_range_is_extracted_with_counts_of_the_ranges_before_it(tm
     metas = [store.read_part_meta(key) for key in [s[0] for s in json.loads(
         (tmp_path / "split" / "out" / ".slm4ie" / "d" / "current" / "manifest.json").read_bytes())["shards"]]]
     assert [w for m in metas for w in m.warnings] == whole_warnings
+
+
+@pytest.mark.parametrize("name", ["jsonl", "coleslaw"])
+def test_a_count_only_pass_counts_exactly_what_writing_the_range_records(tmp_path, name):
+    """`count_range` runs the part writer's own accounting with no output: its documents, drops,
+    repairs, lines and the format's carry equal what writing each range returns."""
+    rows = [b"{broken" if i % 7 == 3 else b'{"text": "t\\ud800%d", "fullText": "f"}' % i if i % 5 == 1
+            else b'{"text": "t%d"}' % i for i in range(80)]
+    data = b"\n".join(rows) + b"\n"
+    spec, _ = dataset(tmp_path, name, {"sub/a.jsonl": data}, 0)
+    extractor, whole = make_extractor(name, None), InputFile(spec.raw_dir / "sub" / "a.jsonl", "sub/a.jsonl")
+    files = range_files(whole, extractor.splitter.plan(whole, len(data), 300))
+    assert len(files) > 4
+    total = RangeCounts()
+    for file in files[:-1]:
+        shard = Shard(f"a%r{file.range.index}", (file,), "fp", 0)
+        written = write_part_counted(spec, extractor, shard, DatasetStore(spec))[1]
+        assert count_range(spec, extractor, file) == written, file.range.index
+        total = total + written
+    assert total.drops and total.repaired_docs and total.lines == data[:files[-1].range.start].count(b"\n")
+    assert (total.carry_of(ShadowCarry).shadowed > 0) == (name == "coleslaw")
 
 
 def test_the_text_cut_knows_every_whitespace_character_python_knows():
