@@ -19,8 +19,8 @@ from slm4ie_assets.extractors.base import ExtractContext, InputFile, RangeCounts
 from slm4ie_assets.extractors.coleslaw import ShadowCarry
 from slm4ie_assets.extractors.conllu import ConlluExtractor
 from slm4ie_assets.extractors.jsonl import JsonlExtractor
-from slm4ie_assets.extractors.registry import make_extractor
-from slm4ie_assets.extractors.splitting import count_line_ends
+from slm4ie_assets.extractors.registry import EXTRACTORS, get_extractor_class, make_extractor
+from slm4ie_assets.extractors.splitting import Splitter, count_line_ends
 from slm4ie_assets.extractors.text import SPACES, TextExtractor, count_documents
 from slm4ie_assets.part_writer import count_range, write_part_counted
 from slm4ie_assets.pipeline import extract_dataset
@@ -91,6 +91,22 @@ def test_the_schema_accepts_split_bytes_and_refuses_a_negative_one():
 
 
 # ----------------------------------------------------------------------------- planning
+
+
+def test_a_format_splits_only_through_its_own_splitter_whose_carry_adds():
+    """The one seam: no rule by name, no per-format override on the extractor; each carry is a
+    dataclass whose zero is neutral."""
+    splitting = {}
+    for name in EXTRACTORS:
+        cls = get_extractor_class(name)
+        assert not {"split_at", "range_unit", "plan_ranges", "lines_in_range", "quick_count"} & set(dir(cls)), name
+        if cls.splitter is not None:
+            assert isinstance(cls.splitter, Splitter) and cls.splitter.unit in ("bytes", "rows"), name
+            splitting[name] = cls.splitter.carry
+            if cls.splitter.carry is not None:
+                assert cls.splitter.carry() + cls.splitter.carry() == cls.splitter.carry(), name
+    assert sorted(splitting) == ["coleslaw", "conllu", "huggingface", "jsonl", "macocu", "text"]
+    assert {k for k, carry in splitting.items() if carry is not None} == {"coleslaw", "macocu"}
 
 
 def _text_file(tmp_path: Path, blocks: int) -> Path:
