@@ -18,16 +18,17 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
+
+from zlib_ng import gzip_ng
 
 from .gzipio import GzipMemberWriter, start_writeback
 from .part_meta import PartMeta
 from .shards import Shard
 from .sidecar_writer import stub_lines_from_text
-from .split import file_runs, ranges_sidecar_lines
 from .store import DatasetStore, PartPaths
 
 # one piece of a published file: a part file, or lines written into one gzip member
@@ -38,6 +39,35 @@ _HAS_COPY_RANGE = hasattr(os, "copy_file_range")
 _NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
 _COPY_CHUNK = 1 << 22
 FileStamp = tuple[int, int, int, int] | None  # (inode, size, mtime_ns, ctime_ns); None: no file
+
+
+def publish_units(shards: Sequence[Shard]) -> list[range]:
+    """The shard indexes of each publish unit: one shard, or the consecutive ranges of a split file."""
+    units: list[range] = []
+    start = 0
+    for i in range(1, len(shards) + 1):
+        if i == len(shards) or not _continues(shards[i - 1], shards[i]):
+            units.append(range(start, i))
+            start = i
+    return units
+
+
+def _continues(previous: Shard, shard: Shard) -> bool:
+    """`shard` is a later range of the file `previous` holds a range of."""
+    first = shard.files[0]
+    return first.range is not None and first.range.index > 0 and previous.files[0].rel == first.rel
+
+
+def ranges_sidecar_lines(parts: Sequence[tuple[PartPaths, PartMeta]]) -> Iterator[bytes]:
+    """The sidecar lines of a split file's ranges in order: each range's own lines, or stubs for a
+    range without annotations. Written line by line into one gzip member, they are compressed in
+    the same chunks as the unsplit part's, so into the same bytes (docs/splitting.md)."""
+    for paths, meta in parts:
+        if meta.has_annotations:
+            with gzip_ng.open(paths.annotations, "rb") as fh:
+                yield from fh
+        elif meta.docs:
+            yield from stub_lines_from_text(paths.text)
 
 
 def sidecar_source(store: DatasetStore, group: list[tuple[Shard, PartMeta]]) -> Source | None:
@@ -56,7 +86,9 @@ def sidecar_source(store: DatasetStore, group: list[tuple[Shard, PartMeta]]) -> 
 
 
 def sidecar_sources(store: DatasetStore, shards: list[Shard], metas: list[PartMeta]) -> list[Source]:
-    return [src for group in file_runs(shards, metas) if (src := sidecar_source(store, group)) is not None]
+    pairs = list(zip(shards, metas, strict=True))
+    sources = (sidecar_source(store, pairs[unit.start:unit.stop]) for unit in publish_units(shards))
+    return [src for src in sources if src is not None]
 
 
 def assemble(path: Path, sources: list[Source]) -> None:
@@ -145,15 +177,6 @@ def _cut(fh: BinaryIO, size: int) -> None:
     fh.seek(size)
 
 
-def _groups(shards: list[Shard]) -> list[range]:
-    """The shard indexes of each publish unit: one shard, or the consecutive ranges of a split file."""
-    out, start = [], 0
-    for run in file_runs(shards, [None] * len(shards)):
-        out.append(range(start, start + len(run)))
-        start += len(run)
-    return out
-
-
 class _Replaced(Exception):
     """A part was replaced while it was being staged: the staged prefix stops before it."""
 
@@ -169,7 +192,7 @@ class VersionStager:
         self.name = f"v{time.time_ns()}-{os.getpid()}"
         self.folder = store.staging / self.name
         self._text_name, self._side_name = text_name, sidecar_name
-        self._groups = _groups(shards)
+        self._groups = publish_units(shards)
         self._metas: list[PartMeta | None] = [None] * len(shards)
         self._stamps: list[PartStamp] = []  # per shard in the text, in order
         self._text_ends: list[int] = []  # text size after each shard

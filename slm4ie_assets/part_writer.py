@@ -3,12 +3,16 @@
 The part's files are written under `.partial` names as documents arrive (text on a helper thread,
 see gzipio), fsynced, renamed, and committed by the meta file, written last. An error on the output
 side (disk full, quota) leaves no half-written file and names the dataset (OutputWriteError).
+
+A count-only pass over a range of a split file (`count_range`, docs/splitting.md) runs the same
+accounting (`PartAccounts`) with its output going nowhere, so the two cannot disagree.
 """
 
 import os
 import time
 from array import array
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from xxhash import xxh3_64_intdigest
 
@@ -22,7 +26,6 @@ from .part_meta import PartMeta
 from .schema import Document
 from .shards import Shard
 from .sidecar_writer import SidecarWriter
-from .split import range_lines
 from .store import DatasetStore, OutputWriteError, partial, write_atomic
 
 Progress = Callable[[int, int, int], None]  # (documents, text bytes, input files finished) so far in this part
@@ -31,25 +34,36 @@ _UID_FLUSH = 1 << 16
 _PROGRESS_EVERY = 1000  # documents between hook calls; the hook also runs after each file
 
 
-class PartWriter:
-    """The part of `shard` being written: add the documents of each input file, then `commit`
-    (which returns the meta) or `abort` (which removes every file of the attempt)."""
+class _BytesSink(Protocol):
+    def write(self, data: bytes, /) -> object: ...
 
-    def __init__(self, spec: DatasetSpec, shard: Shard, store: DatasetStore, progress: Progress | None = None,
-                 before: RangeCounts = FILE_START):
-        store.parts.mkdir(parents=True, exist_ok=True)
-        self.paths = store.part_paths(shard.key)
-        self._tmp_text, self._tmp_ann, self._tmp_uids = map(
-            partial, (self.paths.text, self.paths.annotations, self.paths.uids))
-        self.paths.meta.unlink(missing_ok=True)  # the part is uncommitted from here on
-        # a range of a split file continues its file: fallback ids, line numbers, the first 100
-        # warnings (docs/splitting.md)
-        self.ledger = DropLedger(limit=max(0, MAX_WARNINGS - before.drops))
+
+class _Nowhere:
+    """The sink of a count-only pass: text lines, sidecar lines and uid hashes are dropped."""
+
+    writer = None  # as SidecarWriter's before its first annotated document
+
+    def write(self, *_args: object) -> None:
+        return None
+
+
+_NOWHERE = _Nowhere()
+
+
+class PartAccounts:
+    """What a part records of the documents it is given: documents, fallback ids, drops, repairs,
+    lengths; a range of a split file continues its file from `before` (docs/splitting.md). Its
+    output goes nowhere: `PartWriter` gives it files, and a count-only pass keeps no warning."""
+
+    def __init__(self, spec: DatasetSpec, before: RangeCounts = FILE_START, progress: Progress | None = None,
+                 counting: bool = True):
+        # a range of a split file continues its file: fallback ids, line numbers, the first 100 warnings
+        self.ledger = DropLedger(limit=0 if counting else max(0, MAX_WARNINGS - before.drops))
         self.context = ExtractContext(spec.key, spec.raw_dir, self.ledger, on_warning=None, before=before,
-                                      max_document_bytes=spec.max_document_bytes)
-        self._repair_room = max(0, MAX_WARNINGS - before.repaired_docs)
+                                      counting=counting, max_document_bytes=spec.max_document_bytes)
+        self._repair_room = 0 if counting else max(0, MAX_WARNINGS - before.repaired_docs)
         self.repaired_docs = 0
-        self._spec, self._shard, self._store, self._progress = spec, shard, store, progress
+        self._spec, self._progress = spec, progress
         self._source, self._domain = spec.key, spec.domain
         self.docs = self.annotated = self.tokens = self.sentences = self.text_bytes = 0
         self.repairs: dict[str, int] = {}
@@ -59,18 +73,9 @@ class PartWriter:
         self.file_docs = 0  # documents written from the current file
         self.files_done = 0  # input files finished, for the progress hook
         self._started = time.monotonic()
-        try:
-            self._text_file = open(self._tmp_text, "wb")
-            try:
-                self._uid_file = open(self._tmp_uids, "wb")
-            except BaseException:
-                self._text_file.close()
-                raise
-        except OSError as exc:
-            self._remove_partials()
-            raise OutputWriteError.of(spec, store.parts, exc) from exc
-        self._text = ChunkWriter(self._text_file, writeback=True)
-        self._sidecar = SidecarWriter(self._tmp_ann, self._tmp_text, self._text.flush)
+        self._write_text: Callable[[bytes], object] = _NOWHERE.write
+        self._sidecar: SidecarWriter | _Nowhere = _NOWHERE
+        self._uid_sink: _BytesSink = _NOWHERE
 
     def add_documents(self, file: InputFile, documents: Iterable[Document]) -> None:
         """Write the documents of one input file in order; a dropped one is counted by reason (D6).
@@ -80,7 +85,7 @@ class PartWriter:
         documents written before the error stay in the part)."""
         encode, source, domain, prefix = encode_document, self._source, self._domain, file.rel_stem
         max_bytes = self._spec.max_document_bytes
-        write_text, sidecar, uids, progress = self._text.write, self._sidecar, self._uids, self._progress
+        write_text, sidecar, uids, progress = self._write_text, self._sidecar, self._uids, self._progress
         docs, text_bytes, emitted, xxh3 = self.docs, self.text_bytes, self.context.before.docs, xxh3_64_intdigest
         annotated, tokens, sentences = self.annotated, self.tokens, self.sentences
         char_counts, token_lengths = self._char_lengths.counts, self._token_lengths
@@ -100,16 +105,16 @@ class PartWriter:
                         sidecar.write(ann_line, doc_id, uid, docs)
                     uids.append(xxh3(uid.encode("utf-8", "surrogatepass")))  # duplicates.uid_hash, inlined
                     if len(uids) >= _UID_FLUSH:
-                        uids.tofile(self._uid_file)
+                        uids.tofile(self._uid_sink)
                         del uids[:]
                 except OSError as exc:
-                    raise OutputWriteError.of(self._spec, self._store.parts, exc) from exc
+                    raise self._output_error(exc) from exc
                 if ann_line is not None and (ann := doc.annotations) is not None:
                     annotated += 1
                     tokens += len(ann.forms)
                     sentences += len(ann.sentences)
                     token_lengths.add(len(ann.forms))
-                n = len(doc.text)  # length_stats.bucket_of, inlined
+                n = len(doc.text)  # length_stats.length_bucket, inlined
                 char_counts[n if n < 256 else ((b := n.bit_length() - 8) << 8) | (n >> b)] += 1
                 if n > chars_max:
                     chars_max = n
@@ -133,6 +138,64 @@ class PartWriter:
             self._repair_warnings.append(f"{self._source}/{file.rel}: document {doc_id!r}: "
                                          f"{', '.join(sorted(set(repairs)))} repaired (U+FFFD / null)")
 
+    def _output_error(self, exc: OSError) -> Exception:
+        return exc  # nowhere to write: never reached
+
+    def extract_file(self, extractor: Extractor, file: InputFile) -> None:
+        """The documents of one input file; an input that cannot be read (permissions, I/O error)
+        costs that file only (D6)."""
+        try:
+            self.add_documents(file, extractor.extract(file, self.context))
+        except OSError as exc:
+            if isinstance(exc, OutputWriteError) or not is_input_error(exc, file):
+                raise
+            self.context.drop("unreadable_file", file, f"read failed ({exc.strerror or exc}); kept the "
+                              f"{self.file_docs} document(s) read before it, skipped the rest of the file")
+
+    def range_counts(self, extractor: Extractor, file: InputFile) -> RangeCounts:
+        """What `file` adds to the counts its file's later ranges continue from (no lines for a whole
+        file or a last range: no range follows them)."""
+        lines = 0
+        splitter = extractor.splitter
+        if splitter is not None and file.range is not None and not file.range.is_last:
+            try:
+                lines = splitter.lines(file)
+            except OSError:
+                pass  # unreadable: already counted as `unreadable_file`; no later warning names its lines
+        return RangeCounts(self.docs, lines, self.ledger.total, self.repaired_docs, self.context.carry)
+
+
+class PartWriter(PartAccounts):
+    """The part of `shard` being written: add the documents of each input file, then `commit`
+    (which returns the meta) or `abort` (which removes every file of the attempt)."""
+
+    def __init__(self, spec: DatasetSpec, shard: Shard, store: DatasetStore, progress: Progress | None = None,
+                 before: RangeCounts = FILE_START):
+        store.parts.mkdir(parents=True, exist_ok=True)
+        self.paths = store.part_paths(shard.key)
+        self._tmp_text, self._tmp_ann, self._tmp_uids = map(
+            partial, (self.paths.text, self.paths.annotations, self.paths.uids))
+        self.paths.meta.unlink(missing_ok=True)  # the part is uncommitted from here on
+        super().__init__(spec, before, progress, counting=False)
+        self._shard, self._store = shard, store
+        try:
+            self._text_file = open(self._tmp_text, "wb")
+            try:
+                self._uid_file = open(self._tmp_uids, "wb")
+            except BaseException:
+                self._text_file.close()
+                raise
+        except OSError as exc:
+            self._remove_partials()
+            raise OutputWriteError.of(spec, store.parts, exc) from exc
+        self._uid_sink = self._uid_file
+        self._text = ChunkWriter(self._text_file, writeback=True)
+        self._write_text = self._text.write
+        self._sidecar = self._sidecar_writer = SidecarWriter(self._tmp_ann, self._tmp_text, self._text.flush)
+
+    def _output_error(self, exc: OSError) -> Exception:
+        return OutputWriteError.of(self._spec, self._store.parts, exc)
+
     def commit(self) -> PartMeta:
         """Make the files durable, move them into place and write the meta that commits them."""
         try:
@@ -153,7 +216,7 @@ class PartWriter:
     def _finish_files(self) -> bool:
         self._uids.tofile(self._uid_file)
         self._text.close()
-        has_annotations = self._sidecar.close()
+        has_annotations = self._sidecar_writer.close()
         fsync_file(self._text_file)
         fsync_file(self._uid_file)
         try:
@@ -177,7 +240,7 @@ class PartWriter:
     def abort(self) -> None:
         """Stop the helper threads and remove the attempt's files (safe after a failed commit)."""
         self._text.abort()
-        self._sidecar.abort()
+        self._sidecar_writer.abort()
         for fh in (self._text_file, self._uid_file):
             try:
                 fh.close()
@@ -188,17 +251,6 @@ class PartWriter:
     def _remove_partials(self) -> None:
         for p in (self._tmp_text, self._tmp_ann, self._tmp_uids):
             p.unlink(missing_ok=True)
-
-
-def _extract_file(writer: PartWriter, extractor: Extractor, file: InputFile) -> None:
-    try:
-        writer.add_documents(file, extractor.extract(file, writer.context))
-    except OSError as exc:
-        if isinstance(exc, OutputWriteError) or not is_input_error(exc, file):
-            raise
-        # D6: an input that cannot be read (permissions, I/O error) costs that file only
-        writer.context.drop("unreadable_file", file, f"read failed ({exc.strerror or exc}); kept the "
-                            f"{writer.file_docs} document(s) read before it, skipped the rest of the file")
 
 
 def check_inputs_unchanged(dataset: str, shard: Shard) -> None:
@@ -224,7 +276,7 @@ def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, st
     writer = PartWriter(spec, shard, store, progress, before)
     try:
         for file in shard.files:
-            _extract_file(writer, extractor, file)
+            writer.extract_file(extractor, file)
             writer.files_done += 1
             if progress is not None:
                 progress(writer.docs, writer.text_bytes, writer.files_done)
@@ -233,11 +285,17 @@ def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, st
     except BaseException:
         writer.abort()
         raise
-    file = shard.files[0]
-    lines = 0
-    if file.range is not None and not file.range.is_last:
-        try:
-            lines = range_lines(extractor, file)
-        except OSError:
-            pass  # unreadable: already counted as `unreadable_file`; no later warning names its lines
-    return meta, RangeCounts(writer.docs, lines, writer.ledger.total, writer.repaired_docs, writer.context.tally)
+    return meta, writer.range_counts(extractor, shard.files[0])
+
+
+def count_range(spec: DatasetSpec, extractor: Extractor, file: InputFile) -> RangeCounts:
+    """The counts of one range of a split file without writing it: the splitter's quick count where
+    it has one (not under a cap on document size, which may drop a document), else the part
+    writer's own accounting of the range's documents, sent nowhere."""
+    splitter = extractor.splitter
+    quick = None if spec.max_document_bytes or splitter is None else splitter.quick_count(file)
+    if quick is not None:
+        return RangeCounts(docs=quick[0], lines=quick[1])
+    accounts = PartAccounts(spec, counting=True)
+    accounts.extract_file(extractor, file)
+    return accounts.range_counts(extractor, file)

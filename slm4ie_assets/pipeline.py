@@ -16,27 +16,28 @@ from typing import TYPE_CHECKING
 
 from .assembly import VersionStager
 from .catalog import Catalog, DatasetSpec
-from .extractors.base import FILE_START, Extractor, InputFile, RangeCounts
+from .extractors.base import RangeCounts
 from .extractors.registry import make_extractor
 from .input_stamps import InputChanged
-from .locked_parts import PartOutcome, outcome_message, write_part_in_worker, write_part_locked
+from .locked_parts import PartOutcome, outcome_message, write_part_locked
 from .locks import LockTimeout, dataset_lock
 from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops
+from .part_writer import count_range
+from .pool_worker import count_one, extract_one
 from .progress import (
     Counters,
     ProgressBoard,
     ShardReporter,
     init_pool_worker,
-    pool_worker_hook,
     progress_interval,
     sampling_period,
     summary_table,
 )
 from .publish import current_metas, publish
+from .range_scheduler import run_pooled, run_serial
 from .shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
-from .split import RangeBook, count_range, run_pooled, shard_inputs
-from .stalls import POLL_SECONDS, StallLimits, StallWatch, init_watched_worker, mark_started
+from .stalls import POLL_SECONDS, StallLimits, StallWatch, init_watched_worker
 from .store import DatasetStore
 
 if TYPE_CHECKING:  # imported when unpacking, not by every pool worker
@@ -110,35 +111,6 @@ def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
 # ----------------------------------------------------------------------------- extraction
 
 
-def _extract_one(spec: DatasetSpec, shard: Shard, task: int, force: bool,
-                 before: RangeCounts = FILE_START) -> PartOutcome:
-    """Pool worker: rebuild the extractor from the picklable spec and write one part (a range of a
-    split file continues where `before` says, docs/splitting.md)."""
-    mark_started(task)
-    extractor = _worker_extractor(spec)
-    with pool_worker_hook(task, shard) as hook:
-        return write_part_in_worker(spec, extractor, shard, DatasetStore(spec), force, hook, before)
-
-
-def _count_one(spec: DatasetSpec, file: InputFile) -> RangeCounts:
-    """Pool worker: the count-only pass over one range of a split file (nothing is written)."""
-    return count_range(spec, _worker_extractor(spec), file)
-
-
-_WORKER_CACHE: dict = {}
-
-
-def _worker_extractor(spec: DatasetSpec) -> Extractor:
-    key = (spec.key, spec.recipe)
-    ex = _WORKER_CACHE.get(key)
-    if ex is None:
-        ex = make_extractor(spec.extractor, spec.options)
-        ex.prepare(spec.raw_dir)
-        _WORKER_CACHE.clear()
-        _WORKER_CACHE[key] = ex
-    return ex
-
-
 def extract_parts(spec: DatasetSpec, shards: list[Shard], workers: int = 1, log: Log | None = None,
                   on_part: OnPart | None = None, progress_seconds: float | None = None,
                   force: bool = False, on_current: OnPart | None = None) -> list[PartMeta]:
@@ -207,15 +179,13 @@ def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: Counters |
     extractor.prepare(spec.raw_dir)
     store = DatasetStore(spec)
     reporter = ShardReporter(counters, period) if counters is not None else None
-    book = RangeBook(list(shard_inputs(shards)))  # ranges in order: each continues the one before
-    try:
-        for task, shard in enumerate(shards):
-            before = book.fill(shard.files[0], lambda f: count_range(spec, extractor, f))
-            with reporter.track(task, shard) if reporter is not None else nullcontext() as hook:
-                outcome = write_part_locked(spec, extractor, shard, store, force, hook, log, before)
-            if outcome.counts is not None:
-                book.record(shard.files[0], outcome.counts)
-            report(task, outcome)
+
+    def extract(task: int, before: RangeCounts) -> PartOutcome:
+        with reporter.track(task, shards[task]) if reporter is not None else nullcontext() as hook:
+            return write_part_locked(spec, extractor, shards[task], store, force, hook, log, before)
+
+    try:  # a range continues from the ranges just before it (counted when they are not in the run)
+        run_serial(shards, extract, lambda f: count_range(spec, extractor, f), report)
     finally:
         if reporter is not None:
             reporter.close()
@@ -242,8 +212,8 @@ def _extract_pooled(spec: DatasetSpec, shards: list[Shard], workers: int, counte
                                    initargs=(counters, period))
     with pool:
         run_pooled(shards, order,
-                   lambda task, before: pool.submit(_extract_one, spec, shards[task], task, force, before),
-                   lambda file: pool.submit(_count_one, spec, file), report, workers, watch, POLL_SECONDS)
+                   lambda task, before: pool.submit(extract_one, spec, shards[task], task, force, before),
+                   lambda file: pool.submit(count_one, spec, file), report, workers, watch, POLL_SECONDS)
 
 
 # ----------------------------------------------------------------------------- one call

@@ -13,10 +13,10 @@ new boundary file splits its group in two): every other shard keeps its key and 
 Output bytes never depend on the grouping: a part holds its files' documents in file order and
 parts are published in file order.
 
-A file over `split_bytes` (extractors with `split_at`, docs/splitting.md) becomes several range
+A file over `split_bytes` (extractors with a `splitter`, docs/splitting.md) becomes several range
 shards keyed `<file key>%r<i>` (i = 0, 1, ...; `%r` cannot come from an escaped path), each with
 the fingerprint `<file fingerprint>@<start>-<end>`. Its cuts come from stat and a few small reads
-near each cut (split.py); it never joins a group.
+near each cut (the format's splitter); it never joins a group.
 
 Fingerprints come from stat alone, so planning never reads content (split files aside).
 """
@@ -26,9 +26,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .extractors.base import Extractor, Fingerprint, InputFile, sort_key
+from .extractors.base import Extractor, FileRange, Fingerprint, InputFile, sort_key
 from .input_stamps import InputStamp, stamp_of
-from .split import plan_cuts, range_files
 
 MAX_KEY_LEN = 512
 DEFAULT_GROUP_THRESHOLD = 1000  # same default as Catalog.shard_group_threshold
@@ -104,16 +103,23 @@ def range_shards(extractor: Extractor, file: InputFile, fp: Fingerprint, split_b
                  stamp: InputStamp | None = None) -> list[Shard]:
     """One shard for the file, or one per range when it is over `split_bytes` and its format splits."""
     stamps = () if stamp is None else (stamp,)
-    if extractor.split_at is None or split_bytes <= 0 or fp.size <= split_bytes:
+    splitter = extractor.splitter
+    if splitter is None or split_bytes <= 0 or fp.size <= split_bytes:
         return [Shard(shard_key(file.rel), (file,), str(fp), fp.size, stamps)]
     cuts = cached_cuts(extractor, file, fp, split_bytes)
     if len(cuts) == 2:
         return [Shard(shard_key(file.rel), (file,), str(fp), fp.size, stamps)]
     def size_of(i: int) -> int:  # bytes, for progress and scheduling; rows are scaled to the file's size
         n = cuts[i + 1] - cuts[i]
-        return n if extractor.range_unit == "bytes" else fp.size * n // max(1, cuts[-1])
+        return n if splitter.unit == "bytes" else fp.size * n // max(1, cuts[-1])
     return [Shard(shard_key(file.rel, f"%r{i}"), (part,), f"{fp}@{cuts[i]}-{cuts[i + 1]}", size_of(i), stamps)
             for i, part in enumerate(range_files(file, cuts))]
+
+
+def range_files(file: InputFile, cuts: Sequence[int]) -> list[InputFile]:
+    """The ranges of a file cut at `cuts` (one InputFile each, the last reading to the end)."""
+    frozen = tuple(cuts)
+    return [InputFile(file.path, file.rel, FileRange(i, frozen)) for i in range(len(frozen) - 1)]
 
 
 _CUTS: dict[tuple, tuple[int, ...]] = {}  # sensors plan every tick: reuse the cuts of an unchanged file
@@ -121,14 +127,12 @@ _CUTS_KEPT = 256
 
 
 def cached_cuts(extractor: Extractor, file: InputFile, fp: Fingerprint, split_bytes: int) -> tuple[int, ...]:
-    split_at = extractor.split_at
-    assert split_at is not None
-    key = (split_at, str(file.path), str(fp), split_bytes)
+    splitter = extractor.splitter
+    assert splitter is not None
+    key = (type(splitter), str(file.path), str(fp), split_bytes)
     cuts = _CUTS.get(key)
     if cuts is None:
-        cuts = extractor.plan_ranges(file, fp.size, split_bytes)
-        if cuts is None:
-            cuts = plan_cuts(split_at, file.path, fp.size, split_bytes)
+        cuts = splitter.plan(file, fp.size, split_bytes)
         if len(_CUTS) >= _CUTS_KEPT:
             _CUTS.clear()
         _CUTS[key] = cuts

@@ -14,10 +14,13 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from ..fswalk import walk
 from ..schema import Document
+
+if TYPE_CHECKING:  # the splitter module reads InputFile from here
+    from .splitting import Splitter
 
 MAX_WARNINGS_KEPT = 100
 
@@ -111,21 +114,37 @@ class DropLedger:
         return sum(self.counts.values())
 
 
+class Carry(Protocol):
+    """What a format's range hands to the ranges after it beyond `RangeCounts`' own fields (coleslaw:
+    `ShadowCarry`, macocu: `RangeState`): a frozen dataclass whose `+` adds two ranges' values."""
+
+    def __add__(self, other: Any, /) -> Any: ...
+
+
+C = TypeVar("C", bound=Carry)
+
+
 @dataclass(frozen=True, slots=True)
 class RangeCounts:
     """What ranges of one split file produced (docs/splitting.md): documents written, lines read,
-    drops, documents with repairs, and the extractor's own running tally (coleslaw: records with
-    several text sources). The sum over the ranges before one is where that range continues."""
+    drops, documents with repairs, and the format's own `carry`. The sum over the ranges before one
+    is where that range continues."""
 
     docs: int = 0
     lines: int = 0
     drops: int = 0
     repaired_docs: int = 0
-    tally: int = 0
+    carry: Carry | None = None
 
     def __add__(self, other: "RangeCounts") -> "RangeCounts":
+        carry = other.carry if self.carry is None else self.carry if other.carry is None else self.carry + other.carry
         return RangeCounts(self.docs + other.docs, self.lines + other.lines, self.drops + other.drops,
-                           self.repaired_docs + other.repaired_docs, self.tally + other.tally)
+                           self.repaired_docs + other.repaired_docs, carry)
+
+    def carry_of(self, kind: type[C]) -> C:
+        """The carry as `kind`; its zero value when no earlier range handed one on."""
+        carry = self.carry
+        return carry if isinstance(carry, kind) else kind()
 
 
 FILE_START = RangeCounts()
@@ -134,10 +153,11 @@ FILE_START = RangeCounts()
 class ExtractContext:
     """Per-shard context handed to an extractor: where the data is and where drops go.
 
-    For a range of a split file, `before` holds what the earlier ranges produced: a reader numbers
-    its lines from 1 and `drop` adds `before.lines`, so warnings name the line of the whole file.
-    `counting` is set during a count-only pass (nothing is logged); `tally` is the extractor's
-    own running count at the end of the range."""
+    For a range of a split file, `before` holds what the earlier ranges produced. The one line
+    convention: a reader numbers lines from 1 at the start of what it reads, and `file_line` adds
+    `before.lines`, so warnings name the line of the whole file (an XML parse already numbers the
+    file's lines: `drop_at_file_line`). `counting` is set during a count-only pass (nothing is
+    logged); `carry` is the format's own state at the end of the range (`RangeCounts.carry`)."""
 
     def __init__(self, dataset: str, root: Path, ledger: DropLedger | None = None, on_warning=None,
                  before: RangeCounts = FILE_START, counting: bool = False, max_document_bytes: int = 0):
@@ -149,11 +169,17 @@ class ExtractContext:
         self._on_warning = on_warning
         self.before = before
         self.counting = counting
-        self.tally = 0
+        self.carry: Carry | None = None
+
+    def file_line(self, line: int) -> int:
+        """A line counted from the start of the range, as a line of the whole file."""
+        return line + self.before.lines
 
     def drop(self, reason: str, file: InputFile, message: str, line: int | str | None = None) -> None:
-        if isinstance(line, int) and self.before.lines:
-            line += self.before.lines
+        self.drop_at_file_line(reason, file, message, self.file_line(line) if isinstance(line, int) else line)
+
+    def drop_at_file_line(self, reason: str, file: InputFile, message: str, line: int | str | None = None) -> None:
+        """`drop` for a reader whose lines are already the file's."""
         where = f"{self.dataset}/{file.rel}" + (f":{line}" if line is not None else "")
         text = f"{where}: {message} [{reason}]"
         self.ledger.add(reason, text)
@@ -197,6 +223,7 @@ class Extractor:
     - `fingerprint_of(file)` -> `Fingerprint`, from stat only: planning never reads content.
     - `prepare(root)` once per extraction pass, then `extract(file, ctx)` per input: a stream of
       Documents; whatever is skipped goes to `ctx.drop` (D6), nothing else is written anywhere.
+    - `splitter` (optional, `extractors/splitting.py`): how a file over `split_bytes` is cut.
 
     Each pool worker rebuilds the instance from `options` alone, so options must pickle.
     """
@@ -204,12 +231,9 @@ class Extractor:
     name: ClassVar[str] = ""
     patterns: ClassVar[tuple[str, ...]] = ()  # name suffixes, e.g. (".txt",)
     metadata_keys: ClassVar[tuple[str, ...]] = ()  # what its `metadata:` block may hold; () = it takes none
-    # the record boundary a file over `split_bytes` is cut at (docs/splitting.md): "blank_line",
-    # "line" or "newdoc" (split.plan_cuts finds them), or a name of the extractor's own for cuts
-    # its `plan_ranges` makes; None: files are never split. `extract` must honour `InputFile.range`.
-    split_at: ClassVar[str | None] = None
-    # what the cuts count: "bytes" (offsets into the file) or "rows" (huggingface: row indices)
-    range_unit: ClassVar[str] = "bytes"
+    # how a file over `split_bytes` is cut into ranges (docs/splitting.md); None: never split.
+    # With one, `extract` must honour `InputFile.range` and continue from `ctx.before`.
+    splitter: ClassVar["Splitter | None"] = None
     options: Any
 
     def __init__(self, options: Any = None):
@@ -239,22 +263,6 @@ class Extractor:
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         """The Documents of one input, streamed; never a list of them (memory stays bounded)."""
         raise NotImplementedError  # pragma: no cover - abstract
-
-    def quick_count(self, file: InputFile) -> tuple[int, int] | None:
-        """(documents written, line ends) of a range of a split file, cheaper than extracting it, or
-        None to let the count-only pass run `extract` (docs/splitting.md). Only for a format whose
-        documents the part writer never drops or repairs, and only when the range has no drop."""
-        return None
-
-    def plan_ranges(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...] | None:
-        """`(0, cut, ..., end)` for a file over `split_bytes` whose cuts this extractor finds itself
-        (in `range_unit`s), or None to let `split.plan_cuts` cut at `split_at`."""
-        return None
-
-    def lines_in_range(self, file: InputFile) -> int | None:
-        """What the range adds to the line numbers of later ranges' warnings, or None: its line
-        ends (`split.count_lines`)."""
-        return None
 
     def fingerprint_of(self, file: InputFile) -> Fingerprint:
         """Cheap change detector from stat only (no content reads)."""

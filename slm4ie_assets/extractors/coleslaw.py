@@ -9,10 +9,11 @@ several sources loses nothing, and the choice is logged as a warning, never sile
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
-from .json_objects import json_objects
+from .json_objects import LineSplitter, json_objects
 from .records import probe_id
 
 log = logging.getLogger(__name__)
@@ -74,15 +75,26 @@ def record_metadata(record: dict, subcorpus: str, chosen: str) -> dict:
     return meta
 
 
+@dataclass(frozen=True, slots=True)
+class ShadowCarry:
+    """What a range of a split file hands on (docs/splitting.md): records with several text sources
+    so far, so only the file's first 20 are named and the summary counts the whole file."""
+
+    shadowed: int = 0
+
+    def __add__(self, other: "ShadowCarry") -> "ShadowCarry":
+        return ShadowCarry(self.shadowed + other.shadowed)
+
+
 class ColeslawExtractor(Extractor):
     name = "coleslaw"
     patterns = (".jsonl",)
-    split_at = "line"  # docs/splitting.md
+    splitter = LineSplitter(carry=ShadowCarry)
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         subcorpus = file.path.parent.name
-        shadowed = ctx.before.tally  # a range of a split file counts on from the earlier ranges
-        lines_before = ctx.before.lines
+        before = ctx.before.carry_of(ShadowCarry).shadowed  # a range counts on from the earlier ranges
+        shadowed = before
         try:
             fh = open(file.path, "rb")
         except OSError as exc:
@@ -102,9 +114,9 @@ class ColeslawExtractor(Extractor):
                     if shadowed <= SHADOW_WARNINGS_PER_FILE and not ctx.counting:
                         log.warning("%s/%s:%d: record doc_id=%r in subcorpus %r has several text sources %r; "
                                     "chose %r, the others stay in metadata", ctx.dataset, file.rel,
-                                    lines_before + lineno, doc_id, subcorpus, [name for name, _ in sources], chosen)
+                                    ctx.file_line(lineno), doc_id, subcorpus, [name for name, _ in sources], chosen)
                 yield Document(text, doc_id, record_metadata(record, subcorpus, chosen))
-        ctx.tally = shadowed - ctx.before.tally
+        ctx.carry = ShadowCarry(shadowed - before)
         if shadowed > SHADOW_WARNINGS_PER_FILE and file.ends_file and not ctx.counting:
             log.warning("%s/%s: %d record(s) in subcorpus %r had several text sources (the first %d are named "
                         "above); each used the earliest and kept the others in metadata", ctx.dataset, file.rel,

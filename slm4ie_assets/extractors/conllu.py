@@ -14,7 +14,9 @@ from collections.abc import Iterator
 
 from ..schema import Annotations, Document, sentence_text
 from .base import ExtractContext, InputFile
+from .cuts import LINE_END, pattern_cut
 from .reading import has_escapes, read_raw
+from .splitting import ByteSplitter
 from .tsv_metadata import TsvSidecarExtractor
 
 READ_SIZE = 1 << 20
@@ -28,6 +30,9 @@ _LEADING_BLANK = re.compile(r"(?:[ \t]*\n)+")
 _TRAILING_BLANK = re.compile(r"(?:\n[ \t]*)+\Z")
 # S5: `#`, optional spaces, `newdoc`, then whitespace or end of line.
 _NEWDOC = re.compile(r"# *newdoc(?:\s|$)")
+# Where a range may start (docs/splitting.md): a blank line of spaces/tabs (D11), then a block whose
+# first line is a newdoc line (S5; ASCII whitespace only after it, a Unicode space just costs a cut).
+_NEWDOC_BLOCK = re.compile(rb"%s[ \t]*%s(?=# *newdoc(?:[ \t\n\r\f\v]|\Z))" % (LINE_END, LINE_END))
 _TEXT = "# text = "
 _SENT_ID = "# sent_id = "
 _NOT_SET = object()  # no id seen yet in this file: the document takes the file stem (ADDENDUM 5.3)
@@ -307,10 +312,24 @@ class _FileReader:
         return Document("\n".join(doc.texts), doc_id, fresh, doc.ann)
 
 
+class NewdocSplitter(ByteSplitter):
+    """Cuts at a newdoc block (`_NEWDOC_BLOCK`), looking forward however far: a file without one
+    stays whole, and the tail after the last one merges into the range before."""
+
+    search_limit = None
+    stop_at_none = True
+
+    def cut_in(self, data: bytes, not_before: int, at_eof: bool) -> int | None:
+        end = pattern_cut(_NEWDOC_BLOCK, data, not_before, at_eof)
+        if end is None or at_eof or data.find(b"\n", end) >= 0 or data.find(b"\r", end) >= 0:
+            return end
+        return None  # the newdoc line goes on past the window: look again in the next one
+
+
 class ConlluExtractor(TsvSidecarExtractor):
     name = "conllu"
     patterns = (".conllu", ".conll")
-    split_at = "newdoc"  # docs/splitting.md
+    splitter = NewdocSplitter()
 
     def __init__(self, options=None):
         super().__init__(options)

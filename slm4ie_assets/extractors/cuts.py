@@ -1,15 +1,20 @@
 """Planning where a file over `split_bytes` is cut (docs/splitting.md): the walk over the nominal
-cuts `k * split_bytes` and the small overlapping windows read near each one. Shared by the
-byte-pattern planner (`split.plan_cuts`: blank lines, lines, newdoc blocks) and macocu's `<doc>`
-planner (`macocu.doc_cuts`); each supplies only how a boundary is found in a window."""
+cuts `k * split_bytes` and the small overlapping windows read near each one. Shared by every byte
+splitter (`splitting.ByteSplitter`: text, jsonl/coleslaw, conllu) and macocu's `<doc>` planner;
+each format supplies only how a boundary is found in a window."""
 
+import re
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 WINDOW = 1 << 16  # bytes read per look near a cut
 SEARCH_LIMIT = 1 << 24  # no boundary this far past a nominal cut: that cut is skipped
+# A line end of ADDENDUM 3.2 (`\r\n`, `\n`, a lone `\r`), for the formats' boundary patterns.
+LINE_END = rb"(?:\r\n|\n|\r(?!\n))"
 # (fh, pos, limit) -> the first range start at or after pos (before limit), or None
 BoundaryAfter = Callable[[BinaryIO, int, int], int | None]
+# (window, not before, the window reaches the limit) -> a range start in it, or None
+CutIn = Callable[[bytes, int, bool], int | None]
 
 
 def walk_nominal_cuts(fh: BinaryIO, size: int, split_bytes: int, boundary_after: BoundaryAfter,
@@ -45,3 +50,24 @@ def windows(fh: BinaryIO, pos: int, limit: int, overlap: int) -> Iterator[tuple[
             return
         yield start, data
         start += WINDOW
+
+
+def first_cut(cut_in: CutIn, overlap: int, fh: BinaryIO, pos: int, limit: int) -> int | None:
+    """The first offset in [pos, limit] where `cut_in` finds a range start, reading small windows."""
+    for start, data in windows(fh, pos, limit, overlap):
+        at_eof = start + len(data) >= limit
+        cut = cut_in(data, pos - start, at_eof)
+        if cut is not None:
+            return start + cut
+    return None
+
+
+def pattern_cut(pattern: re.Pattern[bytes], data: bytes, not_before: int, at_eof: bool) -> int | None:
+    """The end of the first match of `pattern` at or after `not_before`, seen whole: not at the
+    window's edge (where a `\\r` may still be followed by a `\\n`) unless the window is the last."""
+    for m in pattern.finditer(data, max(0, not_before - 1)):
+        end = m.end()
+        if end < not_before:
+            continue
+        return end if at_eof or end < len(data) else None
+    return None

@@ -5,10 +5,7 @@ config directory is one shard) and D20/S11 (dates and times become ISO-8601 stri
 a row holding bytes, Decimal or timedelta is skipped with a warning). Rows are read batch by batch
 from the memory-mapped Arrow data, never materialised as a whole.
 
-A config over `split_bytes` becomes ranges of rows (docs/splitting.md): its splits' rows in
-`load_from_disk` order are one sequence, the cuts are indices into it, and a range reads its slice of
-each split with the split's own columns, ids counted from the split's first row, and the per-split
-warning (`missing_text`) from the range holding that row, so every range decides as the unsplit pass.
+A config over `split_bytes` becomes ranges of rows (`RowSplitter`, docs/splitting.md).
 
 `datasets` and `pyarrow` are imported inside `extract` only: loading the catalog imports every
 extractor class it names, and that must stay fast.
@@ -40,6 +37,7 @@ from .base import (
     unreadable_reason,
 )
 from .records import probe_id
+from .splitting import Splitter
 
 NATURAL_ID_KEYS = ("id", "_id", "docid", "doc_id", "uid", "url")
 TEXT_COLUMN = "text"
@@ -144,11 +142,58 @@ def special_file(folder: Path) -> str | None:
     return None
 
 
+class RowSplitter(Splitter):
+    """Ranges of rows: cuts are indices into the config's rows in `load_from_disk` order."""
+
+    unit = "rows"
+
+    def plan(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
+        """Row cuts from the memory-mapped batch headers (no row is read); a config only `datasets`
+        can load, or unreadable now, stays one shard (its extraction reports it, D6)."""
+        import pyarrow as pa
+
+        if special_file(file.path) is not None:
+            return (0, 0)  # opening a fifo would block: one shard, whose extraction reports it
+        try:
+            splits = load_folder(file.path)
+            if splits is None:
+                return (0, 0)
+            return plan_row_cuts([s for _, part in splits for s in part.batch_sizes()], size, split_bytes)
+        except (OSError, ValueError, pa.ArrowException):  # planning never fails a dataset
+            return (0, 0)
+
+    def lines(self, file: InputFile) -> int:
+        """A config's "lines" are its rows: the range's (warnings name a row within its split)."""
+        assert file.range is not None
+        return file.range.cuts[file.range.index + 1] - file.range.start
+
+    def quick_count(self, file: InputFile) -> tuple[int, int] | None:
+        """(documents, rows) from Arrow buffers when provably no row is skipped: no null or blank
+        text, every other column of values JSON holds (D20) and the encoder writes as they are (D1
+        repairs nothing an Arrow column yields). Otherwise None: the count-only pass extracts."""
+        import pyarrow as pa
+
+        if file.range is None or special_file(file.path) is not None:
+            return None
+        try:
+            splits = load_folder(file.path)
+            if splits is None:
+                return None
+            docs = 0
+            for _split, part, lo, hi, owns_start in _windows(splits, file):
+                kept = _clean_rows(part, lo, hi, owns_start)
+                if kept is None:
+                    return None
+                docs += kept
+        except (OSError, ValueError, pa.ArrowException):  # the full pass decides and reports it
+            return None
+        return docs, self.lines(file)
+
+
 class HuggingfaceExtractor(Extractor):
     name = "huggingface"
     patterns = ()
-    split_at = "rows"  # a config over split_bytes: ranges of rows, planned by `plan_ranges` (docs/splitting.md)
-    range_unit = "rows"
+    splitter = RowSplitter()
 
     def list_inputs(self, root: Path) -> Discovery:
         """One input per immediate subdirectory (symlinked ones too), hidden ones included (ADDENDUM 3.1).
@@ -183,54 +228,6 @@ class HuggingfaceExtractor(Extractor):
 
     def fingerprint_of(self, file: InputFile) -> Fingerprint:
         return directory_fingerprint(file.path)
-
-    def plan_ranges(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
-        """Row cuts from the memory-mapped batch headers (no row is read). A config only `datasets`
-        can load, or that cannot be read now, stays one shard: its extraction reports it (D6)."""
-        import pyarrow as pa
-
-        if special_file(file.path) is not None:
-            return (0, 0)  # opening a fifo would block: one shard, whose extraction reports it
-        try:
-            splits = load_folder(file.path)
-            if splits is None:
-                return (0, 0)
-            return plan_row_cuts([s for _, part in splits for s in part.batch_sizes()], size, split_bytes)
-        except (OSError, ValueError, pa.ArrowException):  # planning never fails a dataset
-            return (0, 0)
-
-    def lines_in_range(self, file: InputFile) -> int | None:
-        """A config's "lines" are its rows in unsplit order: the rows of the range. Warnings name the
-        row within its split, which each range knows from its cuts (`_windows`)."""
-        if file.range is None:
-            return None
-        return file.range.cuts[file.range.index + 1] - file.range.start
-
-    def quick_count(self, file: InputFile) -> tuple[int, int] | None:
-        """(documents, rows) of a range in which provably no row is skipped, from Arrow buffers:
-        the text column holds no null and no blank string, and every other column's values are
-        ones JSON holds (D20) and the encoder writes as they are (D1 repairs lone surrogates and
-        integers beyond 64 bits, neither of which an Arrow column yields). Otherwise None: the
-        count-only pass runs `extract`."""
-        import pyarrow as pa
-
-        if file.range is None or special_file(file.path) is not None:
-            return None
-        try:
-            splits = load_folder(file.path)
-            if splits is None:
-                return None
-            docs = 0
-            for _split, part, lo, hi, owns_start in _windows(splits, file):
-                kept = _clean_rows(part, lo, hi, owns_start)
-                if kept is None:
-                    return None
-                docs += kept
-        except (OSError, ValueError, pa.ArrowException):  # the full pass decides and reports it
-            return None
-        rows = self.lines_in_range(file)
-        assert rows is not None
-        return docs, rows
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         config = file.rel

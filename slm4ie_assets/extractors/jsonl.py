@@ -7,7 +7,7 @@ from typing import Any
 
 from ..schema import Annotations, Document
 from .base import ExtractContext, Extractor, InputFile
-from .json_objects import json_objects
+from .json_objects import LineSplitter, json_objects
 from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, parse_field_mapping, probe_id
 
 _item = dict.__getitem__  # raises TypeError for a token that is not an object
@@ -87,7 +87,7 @@ def _check_types(ann: Annotations) -> None:
 class JsonlExtractor(Extractor):
     name = "jsonl"
     patterns = (".jsonl",)
-    split_at = "line"  # docs/splitting.md
+    splitter = LineSplitter()
     metadata_keys = FIELD_MAPPING_KEYS
     options: FieldMapping
 

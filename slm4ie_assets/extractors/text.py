@@ -9,10 +9,18 @@ from collections.abc import Iterator
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
+from .cuts import LINE_END, pattern_cut
 from .reading import has_escapes, invalid_count, read_text_chunks
+from .splitting import ByteSplitter
 
 # One or more whitespace-only lines (D9, S4: Unicode whitespace, as str.isspace) after a line end.
 _SEPARATOR = re.compile(r"\n(?:[^\S\n]*\n)+")
+# The same rule on the raw bytes, where a range may start (docs/splitting.md): every character
+# str.isspace() accepts except the line ends (a test holds the list to Python's), as UTF-8.
+SPACES = ("\t\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
+          + "\u2028\u2029\u202f\u205f\u3000")
+_SPACE = b"|".join(re.escape(c.encode()) for c in SPACES)
+_BLANK_LINE = re.compile(rb"%s(?:%s)*%s" % (LINE_END, _SPACE, LINE_END))
 
 
 def _blocks(chunks: Iterator[str]) -> Iterator[tuple[int, str, bool]]:
@@ -89,15 +97,22 @@ def _leading_blank_lines(block: str) -> int:
     return n
 
 
-class TextExtractor(Extractor):
-    name = "text"
-    patterns = (".txt",)
-    split_at = "blank_line"  # docs/splitting.md
+class BlankLineSplitter(ByteSplitter):
+    """Cuts right after a whitespace-only line that follows a line end (`_BLANK_LINE`)."""
+
+    def cut_in(self, data: bytes, not_before: int, at_eof: bool) -> int | None:
+        return pattern_cut(_BLANK_LINE, data, not_before, at_eof)
 
     def quick_count(self, file: InputFile) -> tuple[int, int] | None:
         # every block `extract` yields is written: its text is a stripped non-blank string without
         # escapes, so the encoder neither drops nor repairs it
         return count_documents(file)
+
+
+class TextExtractor(Extractor):
+    name = "text"
+    patterns = (".txt",)
+    splitter = BlankLineSplitter()
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         prefix = file.rel_stem

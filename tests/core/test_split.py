@@ -16,12 +16,16 @@ from hypothesis import strategies as st
 
 from slm4ie_assets.catalog import DEFAULT_SPLIT_BYTES, CatalogError, load_catalog
 from slm4ie_assets.extractors.base import ExtractContext, InputFile, RangeCounts, discover
+from slm4ie_assets.extractors.coleslaw import ShadowCarry
 from slm4ie_assets.extractors.conllu import ConlluExtractor
 from slm4ie_assets.extractors.jsonl import JsonlExtractor
-from slm4ie_assets.extractors.text import TextExtractor, count_documents
+from slm4ie_assets.extractors.registry import EXTRACTORS, get_extractor_class, make_extractor
+from slm4ie_assets.extractors.splitting import Splitter, count_line_ends
+from slm4ie_assets.extractors.text import SPACES, TextExtractor, count_documents
+from slm4ie_assets.part_writer import count_range, write_part_counted
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.shards import check_shard_key, plan_shards
-from slm4ie_assets.split import SPACES, chains_per_file, count_lines, plan_cuts, range_files, run_pooled
+from slm4ie_assets.range_scheduler import chains_per_file, run_pooled
+from slm4ie_assets.shards import Shard, check_shard_key, plan_shards, range_files
 from slm4ie_assets.store import DatasetStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,6 +91,22 @@ def test_the_schema_accepts_split_bytes_and_refuses_a_negative_one():
 
 
 # ----------------------------------------------------------------------------- planning
+
+
+def test_a_format_splits_only_through_its_own_splitter_whose_carry_adds():
+    """The one seam: no rule by name, no per-format override on the extractor; each carry is a
+    dataclass whose zero is neutral."""
+    splitting = {}
+    for name in EXTRACTORS:
+        cls = get_extractor_class(name)
+        assert not {"split_at", "range_unit", "plan_ranges", "lines_in_range", "quick_count"} & set(dir(cls)), name
+        if cls.splitter is not None:
+            assert isinstance(cls.splitter, Splitter) and cls.splitter.unit in ("bytes", "rows"), name
+            splitting[name] = cls.splitter.carry
+            if cls.splitter.carry is not None:
+                assert cls.splitter.carry() + cls.splitter.carry() == cls.splitter.carry(), name
+    assert sorted(splitting) == ["coleslaw", "conllu", "huggingface", "jsonl", "macocu", "text"]
+    assert {k for k, carry in splitting.items() if carry is not None} == {"coleslaw", "macocu"}
 
 
 def _text_file(tmp_path: Path, blocks: int) -> Path:
@@ -192,6 +212,27 @@ def test_a_stale_later_range_is_extracted_with_counts_of_the_ranges_before_it(tm
     assert [w for m in metas for w in m.warnings] == whole_warnings
 
 
+@pytest.mark.parametrize("name", ["jsonl", "coleslaw"])
+def test_a_count_only_pass_counts_exactly_what_writing_the_range_records(tmp_path, name):
+    """`count_range` runs the part writer's own accounting with no output: its documents, drops,
+    repairs, lines and the format's carry equal what writing each range returns."""
+    rows = [b"{broken" if i % 7 == 3 else b'{"text": "t\\ud800%d", "fullText": "f"}' % i if i % 5 == 1
+            else b'{"text": "t%d"}' % i for i in range(80)]
+    data = b"\n".join(rows) + b"\n"
+    spec, _ = dataset(tmp_path, name, {"sub/a.jsonl": data}, 0)
+    extractor, whole = make_extractor(name, None), InputFile(spec.raw_dir / "sub" / "a.jsonl", "sub/a.jsonl")
+    files = range_files(whole, extractor.splitter.plan(whole, len(data), 300))
+    assert len(files) > 4
+    total = RangeCounts()
+    for file in files[:-1]:
+        shard = Shard(f"a%r{file.range.index}", (file,), "fp", 0)
+        written = write_part_counted(spec, extractor, shard, DatasetStore(spec))[1]
+        assert count_range(spec, extractor, file) == written, file.range.index
+        total = total + written
+    assert total.drops and total.repaired_docs and total.lines == data[:files[-1].range.start].count(b"\n")
+    assert (total.carry_of(ShadowCarry).shadowed > 0) == (name == "coleslaw")
+
+
 def test_the_text_cut_knows_every_whitespace_character_python_knows():
     assert set(SPACES) == {chr(c) for c in range(0x110000) if chr(c).isspace()} - {"\n", "\r"}
 
@@ -208,7 +249,7 @@ def test_the_quick_text_count_equals_what_the_extraction_yields(tmp_path, lines,
     data = data.replace("\xff".encode(), b"\xff")
     path = tmp_path / "x.txt"
     path.write_bytes(data)
-    cuts = plan_cuts("blank_line", path, len(data), max(1, cut))
+    cuts = TextExtractor.splitter.plan(InputFile(path, "x.txt"), len(data), max(1, cut))
     for file in range_files(InputFile(path, "x.txt"), cuts):
         ctx = ExtractContext("d", tmp_path)
         docs = sum(1 for _ in TextExtractor().extract(file, ctx))
@@ -216,7 +257,7 @@ def test_the_quick_text_count_equals_what_the_extraction_yields(tmp_path, lines,
         if ctx.ledger.total:
             assert quick is None  # a dropped block needs the full pass
         else:
-            assert quick == (docs, count_lines(file))
+            assert quick == (docs, count_line_ends(file))
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])

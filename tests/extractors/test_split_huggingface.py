@@ -27,9 +27,9 @@ from datasets import Dataset, DatasetDict, Features, Sequence, Value  # noqa: E4
 from slm4ie_assets.catalog import load_catalog  # noqa: E402
 from slm4ie_assets.extractors.arrow_dir import load_folder, plan_row_cuts  # noqa: E402
 from slm4ie_assets.extractors.base import DropLedger, ExtractContext, FileRange, InputFile, RangeCounts  # noqa: E402
-from slm4ie_assets.extractors.huggingface import HuggingfaceExtractor  # noqa: E402
+from slm4ie_assets.extractors.huggingface import HuggingfaceExtractor, RowSplitter  # noqa: E402
+from slm4ie_assets.part_writer import count_range  # noqa: E402
 from slm4ie_assets.pipeline import extract_dataset  # noqa: E402
-from slm4ie_assets.split import count_range  # noqa: E402
 
 KEY = "d"
 HF = HuggingfaceExtractor()
@@ -241,9 +241,9 @@ def test_quick_count_equals_the_count_only_pass_and_is_used_where_no_row_is_skip
         for wanted in ((5, 11), (1, 6, 24, 32, 40), (1,), (total - 1,)):
             cuts = (0, *(c for c in wanted if c < total), total)
             for part in ranges(config, cuts)[:-1]:
-                quick = HF.quick_count(part)
+                quick = HF.splitter.quick_count(part)
                 full = count_range(spec, _NoQuick(), part)
-                assert full.lines == HF.lines_in_range(part) == part.range.end - part.range.start
+                assert full.lines == HF.splitter.lines(part) == part.range.end - part.range.start
                 if quick is not None:
                     assert full == RangeCounts(docs=quick[0], lines=quick[1]), (name, cuts, part.range.index)
                 used[name] = used.get(name, 0) + (quick is not None)
@@ -252,9 +252,13 @@ def test_quick_count_equals_the_count_only_pass_and_is_used_where_no_row_is_skip
     assert used["b_dict"] == 3, used
 
 
-class _NoQuick(HuggingfaceExtractor):
+class _NoQuickRows(RowSplitter):
     def quick_count(self, file):
         return None
+
+
+class _NoQuick(HuggingfaceExtractor):
+    splitter = _NoQuickRows()
 
 
 # ----------------------------------------------------------------------------- planning
@@ -278,7 +282,7 @@ def test_plan_ranges_never_decodes_a_row(tmp_path):
     save(Dataset.from_dict({"text": [f"vrstica {i} " * (1 + i % 5) for i in range(60)]}), config, batch_rows=8)
     file = InputFile(config, "cfg")
     size = HF.fingerprint_of(file).size
-    before = HF.plan_ranges(file, size, size // 5)
+    before = HF.splitter.plan(file, size, size // 5)
     [(_, part)] = load_folder(config)
     [mapped] = part._maps
     base = pa.py_buffer(mapped).address
@@ -291,7 +295,7 @@ def test_plan_ranges_never_decodes_a_row(tmp_path):
     [(_, damaged)] = load_folder(config)
     with pytest.raises(Exception):  # noqa: B017 - whatever pyarrow raises for invalid UTF-8
         damaged.table.column("text").to_pylist()
-    assert HF.plan_ranges(file, size, size // 5) == before and len(before) == 6
+    assert HF.splitter.plan(file, size, size // 5) == before and len(before) == 6
 
 
 def test_plan_ranges_reads_batch_headers_and_leaves_odd_configs_whole(raw, tmp_path):
@@ -300,7 +304,7 @@ def test_plan_ranges_reads_batch_headers_and_leaves_odd_configs_whole(raw, tmp_p
     reports it (D6)."""
     config = raw / "a_keyed"
     size = HF.fingerprint_of(InputFile(config, "a_keyed")).size
-    cuts = HF.plan_ranges(InputFile(config, "a_keyed"), size, -(-size // 4))
+    cuts = HF.splitter.plan(InputFile(config, "a_keyed"), size, -(-size // 4))
     assert len(cuts) == 5 and cuts[0] == 0 and cuts[-1] == 37 and list(cuts) == sorted(set(cuts))
 
     odd = tmp_path / "raw" / KEY / "cast"
@@ -313,7 +317,7 @@ def test_plan_ranges_reads_batch_headers_and_leaves_odd_configs_whole(raw, tmp_p
     arrow = next(broken.glob("*.arrow"))
     arrow.write_bytes(arrow.read_bytes()[:100])
     for folder in (odd, broken):
-        assert len(HF.plan_ranges(InputFile(folder, folder.name), 10_000, 1)) == 2
+        assert len(HF.splitter.plan(InputFile(folder, folder.name), 10_000, 1)) == 2
     out = run(tmp_path / "raw" / KEY, tmp_path / "run", 1)
     assert not ranges_of(out) and out.manifest["drops"] == {"load_failed": 2}
 

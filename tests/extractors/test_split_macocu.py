@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slm4ie_assets.extractors.base import InputFile
+from slm4ie_assets.extractors.base import InputFile, RangeCounts
 from slm4ie_assets.extractors.macocu.doc_cuts import plan_doc_cuts
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
 from slm4ie_assets.extractors.macocu.ranges import RangeState
@@ -138,7 +138,7 @@ def test_files_that_stay_whole(tmp_path):
         path = tmp_path / name
         path.write_bytes(data)
         assert plan_doc_cuts(path, len(data), 16) == (0, len(data)), name
-        assert extractor.plan_ranges(InputFile(path, name), len(data), 16) == (0, len(data))
+        assert extractor.splitter.plan(InputFile(path, name), len(data), 16) == (0, len(data))
     whole = extract(tmp_path / "w", "macocu", cases, 0)
     split = extract(tmp_path / "s", "macocu", cases, 16)
     assert_same(split, whole, "stays whole") and len(split.shards) == len(cases)
@@ -241,10 +241,11 @@ def test_a_limit_hit_switches_the_rest_of_the_file_to_huge_tree(tmp_path):
     check_counted_equals_extracted(tmp_path, data, (1, 3000))
 
 
-def test_range_state_packs_into_a_sum():
+def test_range_state_adds_field_by_field_and_travels_in_the_range_counts():
     a, b = RangeState(3, 2, 0, 0), RangeState(5, 0, 1, 1)
-    assert RangeState.unpack(a.pack() + b.pack()) == RangeState(8, 2, 1, 1)
-    assert RangeState.unpack(0) == RangeState()
+    assert a + b == RangeState(8, 2, 1, 1) and a + RangeState() == a
+    counts = RangeCounts(carry=a) + RangeCounts(docs=1) + RangeCounts(carry=b)
+    assert counts.carry_of(RangeState) == RangeState(8, 2, 1, 1) and RangeCounts().carry_of(RangeState) == RangeState()
 
 
 # ----------------------------------------------------------------------------- count-only passes

@@ -12,8 +12,9 @@ from slm4ie_assets.catalog import DatasetSpec, load_catalog
 from slm4ie_assets.extractors.base import MAX_WARNINGS_KEPT, DropLedger, ExtractContext, InputFile, RangeCounts
 from slm4ie_assets.extractors.macocu.doc_cuts import plan_doc_cuts
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
+from slm4ie_assets.part_writer import count_range
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.split import count_range, range_files
+from slm4ie_assets.shards import range_files
 from support.files import write_files
 
 KEY = "d"
@@ -60,7 +61,7 @@ def ids_of(out: Output) -> list[str]:
 
 def ranges_output(path: Path, cuts: tuple[int, ...], counted: bool) -> list:
     """Every range extracted in order, each continuing from the earlier ranges' counts: those of
-    their own extraction, or (`counted`) of a count-only pass over each (split.count_range), the
+    their own extraction, or (`counted`) of a count-only pass over each (part_writer.count_range), the
     schedule of a pool that counts every earlier range first."""
     extractor = MacocuExtractor()
     spec = DatasetSpec(key="d", extractor="macocu", domain="test", options=None, raw_dir=path.parent)
@@ -71,7 +72,7 @@ def ranges_output(path: Path, cuts: tuple[int, ...], counted: bool) -> list:
         ctx = ExtractContext("d", path.parent, ledger, before=before)
         docs = [(d.doc_id, d.text) for d in extractor.extract(file, ctx)]
         out += [docs, dict(ledger.counts), ledger.warnings]
-        own = RangeCounts(len(docs), extractor.lines_in_range(file), ledger.total, 0, ctx.tally)
+        own = RangeCounts(len(docs), extractor.splitter.lines(file), ledger.total, 0, ctx.carry)
         before = before + (count_range(spec, extractor, file) if counted else own)
     return out
 

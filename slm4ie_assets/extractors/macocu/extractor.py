@@ -23,25 +23,16 @@ from collections.abc import Iterator
 
 from ...schema import Document
 from ..base import ExtractContext, Extractor, InputFile
-from ..reading import read_raw
 from ..xml.retry import extract_with_retry
-from .doc_cuts import plan_doc_cuts
+from .doc_cuts import DocSplitter
 from .doc_pass import MacocuPass
-from .ranges import extract_doc_range
+from .ranges import RangeState, extract_doc_range
 
 
 class MacocuExtractor(Extractor):
     name = "macocu"
     patterns = (".xml",)
-    split_at = "doc"  # top-level <doc> elements, cut by plan_ranges (docs/splitting.md)
-
-    def plan_ranges(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
-        return plan_doc_cuts(file.path, size, split_bytes)
-
-    def lines_in_range(self, file: InputFile) -> int:
-        """The range's lines as libxml2 numbers them: newline bytes only (a lone carriage return,
-        a line end of ADDENDUM 3.2, starts no line for it; a CRLF is one)."""
-        return sum(raw.count(b"\n") for raw in read_raw(file, 1 << 22))
+    splitter = DocSplitter(carry=RangeState)
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         if file.range is None:

@@ -21,7 +21,7 @@ come from the careful parse, so they never depend on what lxml delivers with the
 The passes over a range are xml.retry's driver, the one loop the unsplit path runs too; this module
 gives it the range's hooks. huge_tree: one pass switches to it at the file's first limit hit and keeps it. A range
 starts with it when an earlier one switched; without a limit hit both modes read the same. What
-later ranges need travels in `RangeCounts.tally` as a `RangeState`; a count-only pass, which knows
+later ranges need travels in `RangeCounts.carry` as a `RangeState`; a count-only pass, which knows
 nothing of the ranges before it, reads the file before it (range_log) where its decision depends
 on them (a limit hit).
 """
@@ -41,25 +41,19 @@ from .doc_cuts import Prolog, read_prolog
 from .range_log import combined_log, earlier_log
 from .range_source import RangeSource
 
-_FIELD = 1 << 40
-
 
 @dataclass(frozen=True, slots=True)
 class RangeState:
-    """A range's own contribution, packed into one int so that a sum of packed states is the packed
-    sum (`RangeCounts.tally` is summed over the earlier ranges; each field stays far below 2^40)."""
+    """A range's own contribution (`RangeCounts.carry`), summed over the earlier ranges."""
 
     yielded: int = 0  # documents the extractor yielded (S3's "kept the N document(s)")
     logged: int = 0  # libxml2 log entries of its parse: none before a range means its log is the file's
     huge: int = 0  # ranges that switched to huge_tree: the file's parse reads with it after them
     stopped: int = 0  # ranges that ended the file's parse: the ranges after them emit nothing
 
-    def pack(self) -> int:
-        return self.yielded + _FIELD * (self.logged + _FIELD * (self.huge + _FIELD * self.stopped))
-
-    @classmethod
-    def unpack(cls, tally: int) -> "RangeState":
-        return cls(tally % _FIELD, tally // _FIELD % _FIELD, tally // _FIELD**2 % _FIELD, tally // _FIELD**3)
+    def __add__(self, other: "RangeState") -> "RangeState":
+        return RangeState(self.yielded + other.yielded, self.logged + other.logged, self.huge + other.huge,
+                          self.stopped + other.stopped)
 
 
 # a pass over a range (doc_pass.MacocuPass): (drop, the file's log before the range, ends the file); its
@@ -68,17 +62,17 @@ MakePass = Callable[[Drop, list, bool], StreamingPass]
 
 
 def extract_doc_range(ctx: ExtractContext, file: InputFile, make_pass: MakePass) -> Iterator[Document]:
-    """The documents one pass yields from `file.range`; `ctx.tally` gets its packed RangeState."""
+    """The documents one pass yields from `file.range`; `ctx.carry` gets its RangeState."""
     assert file.range is not None
-    before = RangeState.unpack(ctx.before.tally)
-    ctx.tally = 0
+    before = ctx.before.carry_of(RangeState)
+    ctx.carry = RangeState()
     if before.stopped:
         return  # an earlier range ended the file's parse (S3)
     try:
         fh = open(file.path, "rb")
     except OSError as exc:
         ctx.drop("unreadable_file", file, f"cannot open ({exc.strerror or exc}); file skipped")
-        ctx.tally = RangeState(stopped=1).pack()
+        ctx.carry = RangeState(stopped=1)
         return
     with fh:
         yield from _RangeRetrying(ctx, file, fh, make_pass, before).range_documents()
@@ -92,7 +86,7 @@ class _RangeRetrying(Retrying):
     def __init__(self, ctx: ExtractContext, file: InputFile, fh: BinaryIO, make_pass: MakePass, before: RangeState):
         # the pass is made when the driver asks (new_pass), with the earlier log and to_end of then
         super().__init__(ctx, file, lambda drop: make_pass(drop, self.earlier or [], self.to_end),
-                         huge=before.huge > 0, kept_before=before.yielded, shift=ctx.before.lines)
+                         huge=before.huge > 0, kept_before=before.yielded)
         assert file.range is not None
         self.fh, self.before = fh, before
         self.range = file.range
@@ -109,7 +103,7 @@ class _RangeRetrying(Retrying):
             return self.read_failed(exc)
         if prolog is None:
             self.ctx.drop("unreadable_file", self.file, "changed since it was split (no prolog); range skipped")
-            self.ctx.tally = RangeState(stopped=1).pack()
+            self.ctx.carry = RangeState(stopped=1)
             return
         self.prolog = prolog
         yield from self.documents()
@@ -165,7 +159,7 @@ class _RangeRetrying(Retrying):
         self._state(None, stopped=True)
 
     def _state(self, log, stopped: bool) -> None:
-        """`ctx.tally` for the ranges after this one; `log` is the pass's (the earlier log first)."""
+        """`ctx.carry` for the ranges after this one; `log` is the pass's (the earlier log first)."""
         logged = max(0, len(log) - len(self.earlier or [])) if log is not None else 0
         switched = self.huge and not self.before.huge  # this range turned huge_tree on
-        self.ctx.tally = RangeState(self.delivered, logged, int(switched), int(stopped)).pack()
+        self.ctx.carry = RangeState(self.delivered, logged, int(switched), int(stopped))

@@ -59,17 +59,17 @@ Line = int | str | None
 
 class DropGate:
     """Forwards a pass's drops to the ledger, except the first `replayed` ones: on a retry the pass
-    meets again the drops it already reported. `shift` is taken off every line: a range's parse
-    numbers the whole file's lines, and `ExtractContext.drop` adds the lines before the range."""
+    meets again the drops it already reported. A parse numbers the file's lines (a macocu range's
+    too: its padding, macocu.range_source), so they go to the ledger as they are."""
 
-    def __init__(self, ctx: ExtractContext, file: InputFile, replayed: int, shift: int = 0):
-        self.ctx, self.file, self.replayed, self.shift = ctx, file, replayed, shift
+    def __init__(self, ctx: ExtractContext, file: InputFile, replayed: int):
+        self.ctx, self.file, self.replayed = ctx, file, replayed
         self.seen = 0
 
     def __call__(self, reason: str, message: str, line: Line = None) -> None:
         self.seen += 1
         if self.seen > self.replayed:
-            self.ctx.drop(reason, self.file, message, line - self.shift if isinstance(line, int) else line)
+            self.ctx.drop_at_file_line(reason, self.file, message, line)
 
 
 class Retrying:
@@ -79,20 +79,20 @@ class Retrying:
 
     Hooks, for a source that is not the whole file (a macocu range): `new_pass`, `open`,
     `decision_log`, `read_on`, `reports_stop`, `finished` and `stopped`. `kept_before` counts the
-    file's documents before the source, `shift` its lines (see DropGate)."""
+    file's documents before the source."""
 
     def __init__(self, ctx: ExtractContext, file: InputFile, make_pass: Callable[[Drop], StreamingPass],
-                 huge: bool = False, kept_before: int = 0, shift: int = 0):
+                 huge: bool = False, kept_before: int = 0):
         self.ctx, self.file, self.make_pass = ctx, file, make_pass
         self.huge = huge
         self.careful: Span | None = None  # of the source a pass reads (xml.events)
         self.delivered = 0  # documents already yielded (skipped on a retry)
-        self.kept_before, self.shift = kept_before, shift
+        self.kept_before = kept_before
 
     def documents(self) -> Iterator[Document]:
         dropped = 0  # drops already reported (not repeated on a retry)
         while True:
-            gate = DropGate(self.ctx, self.file, dropped, self.shift)
+            gate = DropGate(self.ctx, self.file, dropped)
             extraction = self.new_pass(gate)
             try:
                 source = self.open()
@@ -137,8 +137,8 @@ class Retrying:
             return True
         if self.reports_stop():
             kept = self.kept_before + self.delivered
-            self.ctx.drop(reason_for(code), self.file, stop_message(message, kept, extraction.in_progress()),
-                          line - self.shift if isinstance(line, int) else line)
+            self.ctx.drop_at_file_line(reason_for(code), self.file,
+                                       stop_message(message, kept, extraction.in_progress()), line)
         self.stopped()
         return False
 

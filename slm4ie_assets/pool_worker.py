@@ -1,0 +1,42 @@
+"""What a spawned pool worker runs (pipeline.extract_parts): one part written, or one range of a
+split file counted (docs/splitting.md), with the extractor rebuilt from the picklable spec once per
+dataset and kept for the worker's next task."""
+
+from .catalog import DatasetSpec
+from .extractors.base import FILE_START, Extractor, InputFile, RangeCounts
+from .extractors.registry import make_extractor
+from .locked_parts import PartOutcome, write_part_in_worker
+from .part_writer import count_range
+from .progress import pool_worker_hook
+from .shards import Shard
+from .stalls import mark_started
+from .store import DatasetStore
+
+
+def extract_one(spec: DatasetSpec, shard: Shard, task: int, force: bool,
+                before: RangeCounts = FILE_START) -> PartOutcome:
+    """Pool worker: rebuild the extractor from the picklable spec and write one part (a range of a
+    split file continues where `before` says, docs/splitting.md)."""
+    mark_started(task)
+    extractor = worker_extractor(spec)
+    with pool_worker_hook(task, shard) as hook:
+        return write_part_in_worker(spec, extractor, shard, DatasetStore(spec), force, hook, before)
+
+
+def count_one(spec: DatasetSpec, file: InputFile) -> RangeCounts:
+    """Pool worker: the count-only pass over one range of a split file (nothing is written)."""
+    return count_range(spec, worker_extractor(spec), file)
+
+
+_CACHE: dict = {}
+
+
+def worker_extractor(spec: DatasetSpec) -> Extractor:
+    key = (spec.key, spec.recipe)
+    ex = _CACHE.get(key)
+    if ex is None:
+        ex = make_extractor(spec.extractor, spec.options)
+        ex.prepare(spec.raw_dir)
+        _CACHE.clear()
+        _CACHE[key] = ex
+    return ex
