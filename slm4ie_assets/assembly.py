@@ -27,6 +27,7 @@ from zlib_ng import gzip_ng
 
 from .gzipio import GzipMemberWriter, start_writeback
 from .part_meta import PartMeta
+from .pipeline_clock import StageClock
 from .shards import Shard
 from .sidecar_writer import stub_lines_from_text
 from .store import DatasetStore, PartPaths
@@ -187,8 +188,10 @@ class VersionStager:
     shard, or the ranges of one split file, one gzip member); `finish` completes them under the
     dataset lock EXCLUSIVE, `discard` removes them."""
 
-    def __init__(self, store: DatasetStore, shards: list[Shard], text_name: str, sidecar_name: str):
+    def __init__(self, store: DatasetStore, shards: list[Shard], text_name: str, sidecar_name: str,
+                 clock: StageClock | None = None):
         self.store, self.shards = store, shards
+        self._clock = clock if clock is not None else StageClock()  # its `stage` seconds
         self.name = f"v{time.time_ns()}-{os.getpid()}"
         self.folder = store.staging / self.name
         self._text_name, self._side_name = text_name, sidecar_name
@@ -216,7 +219,8 @@ class VersionStager:
             while (item := self._queue.get()) is not None:
                 index, meta = item
                 self._metas[index] = meta
-                self._advance(checked=True)
+                with self._clock.timed("stage"):
+                    self._advance(checked=True)
         except _Replaced:
             stopped = True
         except BaseException as exc:  # finish starts over without the staged files

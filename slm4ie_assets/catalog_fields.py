@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_SPLIT_BYTES = 256 * 1024**2  # a file over this is extracted as several ranges (docs/splitting.md)
+# None: a file's ranges are sized to it and to the workers (shards.range_bytes, docs/splitting.md)
+DEFAULT_SPLIT_BYTES: int | None = None
 # 0: a backfill of shards/<key> is one run per contiguous key range (the in-run pool uses the cores);
 # N: runs of at most N shards, which the run queue runs side by side (D24)
 DEFAULT_MAX_SHARDS_PER_RUN = 0
@@ -69,11 +70,14 @@ def _whole(name: str, default: int, expected: str, per_dataset: str, description
 
 
 INHERITED = (  # top-level settings each dataset may override
-    _whole("split_bytes", DEFAULT_SPLIT_BYTES, "a whole number of bytes >= 0 (0 = never split a file)",
-           "0 = never split a file",
-           "A text, jsonl, coleslaw or conllu file over this many bytes is extracted as several byte ranges on "
-           "record boundaries, with the same output (docs/splitting.md); 0 = never split. Default 256 MiB; a "
-           "dataset may set its own."),
+    Setting("split_bytes",
+            "A text, jsonl, coleslaw, conllu or macocu file (a huggingface config) over this many bytes is "
+            "extracted as several ranges on record boundaries, with the same output (docs/splitting.md); 0 = never "
+            "split. Unset (or null): sized to each file and to max_workers (the core count when 0), about 3 ranges "
+            "per worker, each between 32 MiB and 256 MiB. A dataset may set its own.",
+            "integer", DEFAULT_SPLIT_BYTES, 0, nullable=True,
+            expected="a whole number of bytes >= 0 (0 = never split a file; null = sized to the file and the workers)",
+            per_dataset="0 = never split a file; null = sized to the file and the workers"),
     _whole("max_shards_per_run", DEFAULT_MAX_SHARDS_PER_RUN, "a whole number >= 0 (0 = one run per backfill range)",
            "0 = one run per contiguous range",
            "A backfill of shards/<key> (the UI's Materialize all) and the raw sensor's runs for new shards become "

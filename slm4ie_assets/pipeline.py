@@ -8,7 +8,6 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .assembly import VersionStager
 from .catalog import Catalog, DatasetSpec
-from .extractors.base import RangeCounts
+from .extractors.base import InputFile, RangeCounts
 from .extractors.registry import make_extractor
 from .input_stamps import InputChanged
 from .locked_parts import PartOutcome, outcome_message, write_part_locked
@@ -24,12 +23,12 @@ from .locks import LockTimeout, dataset_lock
 from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops
 from .part_writer import count_range
+from .pipeline_clock import StageClock
 from .pool_worker import count_one, extract_one
 from .progress import (
     Counters,
     ProgressBoard,
     ShardReporter,
-    init_pool_worker,
     progress_interval,
     sampling_period,
     summary_table,
@@ -37,8 +36,9 @@ from .progress import (
 from .publish import current_metas, publish
 from .range_scheduler import run_pooled, run_serial
 from .shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
-from .stalls import POLL_SECONDS, StallLimits, StallWatch, init_watched_worker
+from .stalls import POLL_SECONDS
 from .store import DatasetStore
+from .worker_pool import open_pool, submit_timed
 
 if TYPE_CHECKING:  # imported when unpacking, not by every pool worker
     from .archives import ArchiveReport
@@ -63,6 +63,7 @@ class DatasetPlan:
     workers: int = 1
     unreadable: list[str] = field(default_factory=list)  # D6: "<key>/<entry> [unreadable_path]"
     progress_seconds: float | None = None  # between progress lines; None: progress.progress_interval()
+    clock: StageClock = field(default_factory=StageClock)  # seconds per stage (pipeline_clock.py)
 
 
 def effective_workers(requested: int | None, default: int) -> int:
@@ -100,7 +101,8 @@ def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
     discovery = extractor.list_inputs(spec.raw_dir)
     # D6: skipped archives and members, then raw entries named like inputs that cannot be read
     unreadable = list(archive_drops) + [f"{spec.key}/{entry} [unreadable_path]" for entry in discovery.unreadable]
-    shards = plan_shards(extractor, discovery.files, group_threshold, spec.split_bytes)  # docs/splitting.md
+    shards = plan_shards(extractor, discovery.files, group_threshold, spec.split_bytes,  # docs/splitting.md
+                         spec.planning_workers)
     store = DatasetStore(spec)
     stale = [s for s in shards if force or not store.part_is_current(s)]
     up_to_date = not force and not stale and store.is_published(shards, unreadable)
@@ -113,7 +115,8 @@ def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
 
 def extract_parts(spec: DatasetSpec, shards: list[Shard], workers: int = 1, log: Log | None = None,
                   on_part: OnPart | None = None, progress_seconds: float | None = None,
-                  force: bool = False, on_current: OnPart | None = None) -> list[PartMeta]:
+                  force: bool = False, on_current: OnPart | None = None,
+                  clock: StageClock | None = None) -> list[PartMeta]:
     """Write a part for each shard that is stale (each, when forced) under the dataset lock SHARED
     and the shard's own lock, so runs on other shards of the dataset write theirs meanwhile;
     largest first in the pool so the tail stays short. With a `log`, a progress line every
@@ -125,7 +128,8 @@ def extract_parts(spec: DatasetSpec, shards: list[Shard], workers: int = 1, log:
         return []
     with dataset_lock(lock_path(spec), spec.key, log=log, shared=True):
         try:
-            return _extract_parts_held(spec, shards, workers, log, on_part, progress_seconds, force, on_current)
+            return _extract_parts_held(spec, shards, workers, log, on_part, progress_seconds, force, on_current,
+                                       clock if clock is not None else StageClock())
         except InputChanged as exc:  # no part of this run read from the file's old state may stay
             DatasetStore(spec).uncommit(s.key for s in shards if any(f.rel == exc.rel for f in s.files))
             raise
@@ -133,7 +137,7 @@ def extract_parts(spec: DatasetSpec, shards: list[Shard], workers: int = 1, log:
 
 def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, log: Log | None,
                         on_part: OnPart | None, progress_seconds: float | None, force: bool,
-                        on_current: OnPart | None) -> list[PartMeta]:
+                        on_current: OnPart | None, clock: StageClock) -> list[PartMeta]:
     interval = progress_interval(progress_seconds)
     workers = max(1, min(workers, len(shards)))
     counters: Counters | None = None  # per task: [documents, input bytes read], written where it is extracted
@@ -166,14 +170,15 @@ def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, lo
 
     with board if board is not None else nullcontext():
         if workers == 1:
-            _extract_serial(spec, shards, counters, sampling_period(interval), report, force, log)
+            _extract_serial(spec, shards, counters, sampling_period(interval), report, force, log, clock)
         else:
-            _extract_pooled(spec, shards, workers, counters, sampling_period(interval), report, force, log)
+            _extract_pooled(spec, shards, workers, counters, sampling_period(interval), report, force, log, clock)
     return [results[t] for t in range(len(shards)) if t in results]
 
 
 def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: Counters | None, period: float,
-                    report: Callable[[int, PartOutcome], None], force: bool, log: Log | None) -> None:
+                    report: Callable[[int, PartOutcome], None], force: bool, log: Log | None,
+                    clock: StageClock) -> None:
     """One worker: extract in this process; with counters, a sampler thread tracks the bytes read."""
     extractor = make_extractor(spec.extractor, spec.options)
     extractor.prepare(spec.raw_dir)
@@ -181,11 +186,16 @@ def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: Counters |
     reporter = ShardReporter(counters, period) if counters is not None else None
 
     def extract(task: int, before: RangeCounts) -> PartOutcome:
-        with reporter.track(task, shards[task]) if reporter is not None else nullcontext() as hook:
+        with reporter.track(task, shards[task]) if reporter is not None else nullcontext() as hook, \
+                clock.timed("extract"):
             return write_part_locked(spec, extractor, shards[task], store, force, hook, log, before)
 
+    def count(file: InputFile) -> RangeCounts:
+        with clock.timed("count"):
+            return count_range(spec, extractor, file)
+
     try:  # a range continues from the ranges just before it (counted when they are not in the run)
-        run_serial(shards, extract, lambda f: count_range(spec, extractor, f), report)
+        run_serial(shards, extract, count, report)
     finally:
         if reporter is not None:
             reporter.close()
@@ -193,27 +203,17 @@ def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: Counters |
 
 def _extract_pooled(spec: DatasetSpec, shards: list[Shard], workers: int, counters: Counters | None,
                     period: float, report: Callable[[int, PartOutcome], None], force: bool,
-                    log: Log | None = None) -> None:
-    """A `spawn` pool; the shared counters (and the stall watch's pid slots) reach the workers
-    through the pool's initializer."""
-    ctx = multiprocessing.get_context("spawn")
+                    log: Log | None, clock: StageClock) -> None:
+    """A pool of forkserver workers (worker_pool.py), each task timed into `clock`."""
     order = sorted(range(len(shards)), key=lambda task: -shards[task].size)
-    watch = None
-    if counters is None:
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-    elif spec.stall_seconds > 0 or spec.stall_timeout_seconds > 0:
-        pids = multiprocessing.RawArray("q", len(shards))
-        limits = StallLimits(spec.stall_seconds or float("inf"), spec.stall_timeout_seconds)
-        watch = StallWatch(spec.key, shards, counters, pids, limits, log).check
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_watched_worker,
-                                   initargs=(counters, period, pids))
-    else:
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_pool_worker,
-                                   initargs=(counters, period))
+    clock.pool_opened()
+    pool, watch = open_pool(spec, shards, workers, counters, period, log)
     with pool:
         run_pooled(shards, order,
-                   lambda task, before: pool.submit(extract_one, spec, shards[task], task, force, before),
-                   lambda file: pool.submit(count_one, spec, file), report, workers, watch, POLL_SECONDS)
+                   lambda task, before: submit_timed(pool, clock, "extract", extract_one, spec, shards[task], task,
+                                                     force, before),
+                   lambda file: submit_timed(pool, clock, "count", count_one, spec, file), report, workers, watch,
+                   POLL_SECONDS)
 
 
 # ----------------------------------------------------------------------------- one call
@@ -229,6 +229,7 @@ class RunReport:
     parts: list[PartMeta]  # the parts this run extracted
     seconds: float
     warnings: list[str]
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # pipeline_clock.STAGES
 
 
 class StrictModeViolation(RuntimeError):
@@ -278,7 +279,8 @@ def _start_stager(plan: DatasetPlan, store: DatasetStore, stale: list[Shard]) ->
     if len(plan.shards) < 2 or not stale:
         return None
     try:
-        stager = VersionStager(store, plan.shards, plan.spec.text_path.name, plan.spec.sidecar_path.name)
+        stager = VersionStager(store, plan.shards, plan.spec.text_path.name, plan.spec.sidecar_path.name,
+                               plan.clock)
     except OSError:
         return None  # a full disk, say: the publish assembles at once and reports what fails then
     writing = {s.key for s in stale}
@@ -297,8 +299,8 @@ def _extract_then_publish(plan: DatasetPlan, store: DatasetStore, stale: list[Sh
     for round_ in range(MAX_ROUNDS):
         written.update((m.shard, m) for m in extract_parts(spec, stale, plan.workers, log, on_part,
                                                            plan.progress_seconds, force=plan.force and round_ == 0,
-                                                           on_current=on_current))
-        with dataset_lock(lock_path(spec), spec.key, log=log):
+                                                           on_current=on_current, clock=plan.clock))
+        with plan.clock.timed("publish"), dataset_lock(lock_path(spec), spec.key, log=log):
             # between the two locks another run (planned from other raw files or another extract.yaml)
             # may have replaced or removed parts: write those again before publishing
             stale = [s for s in plan.shards if not store.part_is_current(s)]
@@ -308,7 +310,7 @@ def _extract_then_publish(plan: DatasetPlan, store: DatasetStore, stale: list[Sh
         metas = [written[s.key] for s in plan.shards if s.key in written]
         warnings = list(plan.unreadable) + [w for m in metas for w in m.warnings]
         return _with_summary(RunReport(spec.key, skipped, len(plan.shards), [m.shard for m in metas], manifest,
-                                       metas, time.monotonic() - started, warnings), log)
+                                       metas, time.monotonic() - started, warnings, dict(plan.clock.seconds)), log)
     raise RuntimeError(f"dataset {spec.key!r}: other runs changed {len(stale)} of its parts again each time this "
                        f"run had written them ({MAX_ROUNDS} rounds), first {stale[0].key!r}; are runs with a "
                        "different extract.yaml or raw folder working on it? Run again once they are done")
@@ -338,8 +340,10 @@ def extract_dataset(spec: DatasetSpec, catalog: Catalog, force: bool = False, wo
     require_raw_dir(spec)
     with dataset_lock(lock_path(spec), spec.key, log=log):
         archives = unpack(spec, catalog, log)
+    planning = time.perf_counter()
     plan = plan_dataset(spec, force, effective_workers(workers, catalog.max_workers), catalog.shard_group_threshold,
                         archive_drops=archives.drops)
+    plan.clock.add("plan", time.perf_counter() - planning)
     return extract_and_publish(plan, log)
 
 

@@ -2,7 +2,7 @@
 (bench/scaling.py) without a profiler.
 
 Serial stages, wall seconds in the parent: `plan` (listing and cutting the files), `pool_start`
-(from asking for worker processes until the first of them holds a task), `publish` (from the last
+(from asking for worker processes until the first of them starts a task), `publish` (from the last
 part written until the version is published). Pooled stages, seconds summed over the workers:
 `count` (count-only passes over earlier ranges) and `extract` (writing parts). `stage` is the
 stager thread's copying, which overlaps the extraction.
@@ -20,13 +20,31 @@ STAGES = ("plan", "pool_start", "count", "extract", "stage", "publish")
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class Timed(Generic[T]):
+    """A pooled task's result, when the worker started it (epoch seconds) and how long it took."""
+
+    result: T
+    started: float
+    seconds: float
+
+
+def timed_call(fn: Callable[..., T], *args: object) -> Timed[T]:
+    """Run `fn(*args)` in a worker and say when and how long (module level: pools pickle it)."""
+    started, clock = time.time(), time.perf_counter()
+    result = fn(*args)
+    return Timed(result, started, time.perf_counter() - clock)
+
+
 @dataclass
 class StageClock:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _pool_opened: float | None = None
+    _first_task: float | None = None
 
     def add(self, stage: str, seconds: float) -> None:
-        with self._lock:  # the stager thread adds too
+        with self._lock:  # the stager thread and the pool's result thread add too
             self.seconds[stage] += seconds
 
     @contextmanager
@@ -37,16 +55,16 @@ class StageClock:
         finally:
             self.add(stage, time.perf_counter() - started)
 
+    def pool_opened(self) -> None:
+        self._pool_opened, self._first_task = time.time(), None
 
-@dataclass(frozen=True)
-class Timed(Generic[T]):
-    """A pooled task's result and the seconds the worker spent on it."""
-    result: T
-    seconds: float
-
-
-def timed_call(fn: Callable[..., T], *args: object) -> Timed[T]:
-    """Run `fn(*args)` in a worker and say how long it took (module level, so pools can pickle it)."""
-    started = time.perf_counter()
-    result = fn(*args)
-    return Timed(result, time.perf_counter() - started)
+    def task_done(self, stage: str, timed: Timed) -> None:
+        """A pooled task's seconds; the first task to start ends the pool's start-up."""
+        self.add(stage, timed.seconds)
+        with self._lock:
+            if self._pool_opened is not None and self._first_task is None:
+                self._first_task = timed.started
+                self.seconds["pool_start"] += max(0.0, timed.started - self._pool_opened)
+            elif self._first_task is not None and timed.started < self._first_task:
+                self.seconds["pool_start"] -= self._first_task - timed.started
+                self._first_task = timed.started

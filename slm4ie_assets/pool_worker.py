@@ -2,6 +2,9 @@
 split file counted (docs/splitting.md), with the extractor rebuilt from the picklable spec once per
 dataset and kept for the worker's next task."""
 
+import os
+from collections.abc import Callable
+
 from .catalog import DatasetSpec
 from .extractors.base import FILE_START, Extractor, InputFile, RangeCounts
 from .extractors.registry import make_extractor
@@ -40,3 +43,13 @@ def worker_extractor(spec: DatasetSpec) -> Extractor:
         _CACHE.clear()
         _CACHE[key] = ex
     return ex
+
+
+def start_worker(env: dict[str, str], cwd: str, init: Callable[..., None] | None, init_args: tuple) -> None:
+    """Pool initializer (worker_pool.py): the run's environment and working folder, which a worker
+    forked from an older forkserver would not have, then the run's own initializer."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    if init is not None:
+        init(*init_args)

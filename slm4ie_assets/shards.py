@@ -99,6 +99,20 @@ def _group_shard(key: str, files: list[InputFile], fps: list[Fingerprint], stamp
                  tuple(stamps))
 
 
+MIN_AUTO_RANGE = 32 * 1024**2  # an automatic range never smaller: its fixed costs stay small
+MAX_AUTO_RANGE = 256 * 1024**2  # nor bigger: a crash or a change costs at most this much again
+RANGES_PER_WORKER = 3  # enough ranges that every worker has work and the tail stays short
+
+
+def range_bytes(split_bytes: int | None, workers: int, size: int) -> int:
+    """The range size for a file of `size` bytes: `split_bytes` where extract.yaml sets it (0: never
+    split), else about RANGES_PER_WORKER ranges per worker, within [MIN_AUTO_RANGE, MAX_AUTO_RANGE]
+    (docs/splitting.md). Per file, so a new file in the dataset never re-cuts the others."""
+    if split_bytes is not None:
+        return split_bytes
+    return min(MAX_AUTO_RANGE, max(MIN_AUTO_RANGE, -(-size // (RANGES_PER_WORKER * max(1, workers)))))
+
+
 def range_shards(extractor: Extractor, file: InputFile, fp: Fingerprint, split_bytes: int,
                  stamp: InputStamp | None = None) -> list[Shard]:
     """One shard for the file, or one per range when it is over `split_bytes` and its format splits."""
@@ -151,16 +165,17 @@ def _stamp_and_fingerprint(extractor: Extractor, file: InputFile) -> tuple[Input
     return stamp, extractor.fingerprint_of(file)
 
 
-def plan_shards(extractor: Extractor, files: Sequence[InputFile],
-                group_threshold: int = DEFAULT_GROUP_THRESHOLD, split_bytes: int = 0) -> list[Shard]:
-    """The dataset's shards in the publish order of ADDENDUM 3.1."""
+def plan_shards(extractor: Extractor, files: Sequence[InputFile], group_threshold: int = DEFAULT_GROUP_THRESHOLD,
+                split_bytes: int | None = 0, workers: int = 1) -> list[Shard]:
+    """The dataset's shards in the publish order of ADDENDUM 3.1; `split_bytes` None: ranges sized
+    to each file and `workers` (range_bytes)."""
     files = sorted(files, key=lambda f: sort_key(f.rel))
     avg = group_size(len(files), group_threshold)
     if avg == 1:
         shards = []
         for f in files:
             stamp, fp = _stamp_and_fingerprint(extractor, f)
-            shards += range_shards(extractor, f, fp, split_bytes, stamp)
+            shards += range_shards(extractor, f, fp, range_bytes(split_bytes, workers, fp.size), stamp)
         return shards
     mask = avg - 1
     shards = []
@@ -170,8 +185,8 @@ def plan_shards(extractor: Extractor, files: Sequence[InputFile],
     stamps: list[InputStamp] = []
     for f in files:
         stamp, fp = _stamp_and_fingerprint(extractor, f)
-        alone = (range_shards(extractor, f, fp, split_bytes, stamp)
-                 if split_bytes > 0 and fp.size > split_bytes else None)
+        cut = range_bytes(split_bytes, workers, fp.size)
+        alone = range_shards(extractor, f, fp, cut, stamp) if 0 < cut < fp.size else None
         if alone is not None or _path_hash(f.rel) & mask == 0:
             if group:
                 shards.append(_group_shard(key, group, fps, stamps))
@@ -195,4 +210,5 @@ def list_shards(spec, group_threshold: int = DEFAULT_GROUP_THRESHOLD) -> list[Sh
     from .extractors.registry import make_extractor
 
     extractor = make_extractor(spec.extractor, spec.options)
-    return plan_shards(extractor, extractor.list_inputs(spec.raw_dir).files, group_threshold, spec.split_bytes)
+    return plan_shards(extractor, extractor.list_inputs(spec.raw_dir).files, group_threshold, spec.split_bytes,
+                       spec.planning_workers)

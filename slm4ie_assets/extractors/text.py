@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
 from .cuts import LINE_END, pattern_cut
-from .reading import has_escapes, invalid_count, read_text_chunks
+from .reading import has_escapes, invalid_count, read_raw, read_text_chunks
 from .splitting import ByteSplitter
 
 # One or more whitespace-only lines (D9, S4: Unicode whitespace, as str.isspace) after a line end.
@@ -21,6 +21,9 @@ SPACES = ("\t\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0
           + "\u2028\u2029\u202f\u205f\u3000")
 _SPACE = b"|".join(re.escape(c.encode()) for c in SPACES)
 _BLANK_LINE = re.compile(rb"%s(?:%s)*%s" % (LINE_END, _SPACE, LINE_END))
+# `_SEPARATOR` on the raw bytes of a file without `\r` (the quick count, `count_blocks`)
+_SEPARATOR_BYTES = re.compile(rb"\n(?:(?:%s)*\n)+" % _SPACE)
+_BOM = b"\xef\xbb\xbf"
 
 
 def _blocks(chunks: Iterator[str]) -> Iterator[tuple[int, str, bool]]:
@@ -85,6 +88,50 @@ def count_documents(file: InputFile) -> tuple[int, int] | None:
     return docs, lines
 
 
+def count_blocks(file: InputFile, chunk: int = 1 << 22) -> tuple[int, int] | None:
+    """`count_documents` on the raw bytes, about twice as fast (docs/splitting.md: the count-only
+    pass is most of what splitting costs): the bytes are only checked as UTF-8, never decoded into
+    text, and the separators are found by `_SEPARATOR_BYTES`. A file with a `\r` (other line ends,
+    which decoding turns into `\n`) is counted by `count_documents`."""
+    first = file.at_file_start
+    carry = b""
+    docs = lines = 0
+    for raw in read_raw(file, chunk):
+        if first:
+            first = False
+            raw = raw[3:] if raw.startswith(_BOM) else raw  # D8, as read_text_chunks
+        if b"\r" in raw:
+            return count_documents(file)
+        lines += raw.count(b"\n")
+        buf = carry + raw if carry else raw
+        end = buf.rfind(b"\n") + 1  # whole lines only: a UTF-8 sequence never spans a `\n`
+        if not end:
+            carry = buf
+            continue
+        try:
+            buf[:end].decode("utf-8")
+        except UnicodeDecodeError:
+            return None  # which blocks are dropped takes the full pass
+        pos = 0
+        for m in _SEPARATOR_BYTES.finditer(buf, 0, end):
+            # between two separators a block is never blank (the regex is greedy): only the first
+            # block of a buffer (the start of the range, or the carry) needs a look
+            if pos or not _blank(buf[:m.start()]):
+                docs += 1
+            pos = m.end()
+        carry = buf[pos:]
+    try:
+        if not _blank(carry):
+            docs += 1
+    except UnicodeDecodeError:
+        return None
+    return docs, lines
+
+
+def _blank(block: bytes) -> bool:
+    return not block or block.decode("utf-8").isspace()
+
+
 def _leading_blank_lines(block: str) -> int:
     """Whitespace-only lines at the start of a block (only at the start of a file) shift its first line."""
     if not block[:1].isspace():
@@ -106,7 +153,7 @@ class BlankLineSplitter(ByteSplitter):
     def quick_count(self, file: InputFile) -> tuple[int, int] | None:
         # every block `extract` yields is written: its text is a stripped non-blank string without
         # escapes, so the encoder neither drops nor repairs it
-        return count_documents(file)
+        return count_blocks(file)
 
 
 class TextExtractor(Extractor):

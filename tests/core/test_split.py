@@ -3,6 +3,7 @@ few small reads near each cut, stable range keys, and the counts a range is extr
 ranges before it are not extracted in the same run (count-only passes, serial and pooled)."""
 
 import json
+import os
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -21,11 +22,19 @@ from slm4ie_assets.extractors.conllu import ConlluExtractor
 from slm4ie_assets.extractors.jsonl import JsonlExtractor
 from slm4ie_assets.extractors.registry import EXTRACTORS, get_extractor_class, make_extractor
 from slm4ie_assets.extractors.splitting import Splitter, count_line_ends
-from slm4ie_assets.extractors.text import SPACES, TextExtractor, count_documents
+from slm4ie_assets.extractors.text import SPACES, TextExtractor, count_blocks, count_documents
 from slm4ie_assets.part_writer import count_range, write_part_counted
 from slm4ie_assets.pipeline import extract_dataset
 from slm4ie_assets.range_scheduler import chains_per_file, run_pooled
-from slm4ie_assets.shards import Shard, check_shard_key, plan_shards, range_files
+from slm4ie_assets.shards import (
+    MAX_AUTO_RANGE,
+    MIN_AUTO_RANGE,
+    Shard,
+    check_shard_key,
+    plan_shards,
+    range_bytes,
+    range_files,
+)
 from slm4ie_assets.store import DatasetStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,18 +68,52 @@ def dataset(root: Path, extractor: str, files: dict[str, bytes], split_bytes: in
 # ----------------------------------------------------------------------------- the setting
 
 
-def test_split_bytes_defaults_to_256_mib_top_level_and_per_dataset(tmp_path):
-    catalog = load_catalog(write_config(tmp_path, "split_bytes: 1000\ndatasets:\n"
+def test_split_bytes_top_level_and_per_dataset_and_unset_means_sized_to_the_file_and_workers(tmp_path):
+    catalog = load_catalog(write_config(tmp_path, "split_bytes: 1000\nmax_workers: 3\ndatasets:\n"
                                                   "  a: {extractor: text, domain: web}\n"
                                                   "  b: {extractor: text, domain: web, split_bytes: 0}\n"))
     assert catalog.split_bytes == 1000
     assert catalog.dataset("a").split_bytes == 1000 and catalog.dataset("b").split_bytes == 0
+    assert catalog.dataset("a").planning_workers == 3
     plain = load_catalog(write_config(tmp_path, "datasets:\n  a: {extractor: text, domain: web}\n"))
-    assert plain.dataset("a").split_bytes == DEFAULT_SPLIT_BYTES == 256 * 1024**2
+    assert plain.dataset("a").split_bytes is DEFAULT_SPLIT_BYTES is None
+    assert plain.dataset("a").planning_workers == os.cpu_count()  # max_workers 0: every core
     assert catalog.dataset("a").recipe == plain.dataset("a").recipe  # the same bytes: not in the recipe
 
 
-@pytest.mark.parametrize("value", ["-1", "1.5", "'big'", "true", "null"])
+@pytest.mark.parametrize("split_bytes,workers,size,expected", [
+    (None, 2, 300_000_000, 50_000_000),  # three ranges per worker
+    (None, 16, 2 * 10**9, 41_666_667),
+    (None, 16, 8 * 10**9, 166_666_667),
+    (None, 16, 500 * 10**6, MIN_AUTO_RANGE),  # never below the floor
+    (None, 1, 8 * 10**9, MAX_AUTO_RANGE),  # nor above the cap
+    (None, 64, 10 * 10**6, MIN_AUTO_RANGE),  # a small file stays whole (under the floor)
+    (1000, 16, 8 * 10**9, 1000),  # extract.yaml's value wins
+    (0, 16, 8 * 10**9, 0),
+])
+def test_the_automatic_range_size_follows_the_file_and_the_workers(split_bytes, workers, size, expected):
+    assert range_bytes(split_bytes, workers, size) == expected
+
+
+def test_automatic_ranges_cut_a_big_file_for_the_workers_and_leave_a_small_one_whole(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    block = b"ena dva tri\n\n" * 1000
+    with open(raw / "big.txt", "wb") as fh:
+        for _ in range(9000):  # 117 MB
+            fh.write(block)
+    (raw / "small.txt").write_bytes(block)
+    files = discover(raw, (".txt",))
+    one = plan_shards(TextExtractor(), files, split_bytes=None, workers=1)
+    assert [s.key for s in one if "small" in s.key] == ["small.txt"]
+    big = [s for s in one if "big" in s.key]
+    assert len(big) == 3 and all(abs(s.size - 39_000_000) < 20 for s in big)  # a third each
+    eight = [s for s in plan_shards(TextExtractor(), files, split_bytes=None, workers=8) if "big" in s.key]
+    assert [round(s.size / MIN_AUTO_RANGE, 3) for s in eight] == [1, 1, 1, 0.487]  # at the floor
+    assert len(plan_shards(TextExtractor(), files, split_bytes=0, workers=8)) == 2
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", "'big'", "true"])  # null: sized automatically
 def test_a_bad_split_bytes_is_a_located_catalog_error(tmp_path, value):
     path = write_config(tmp_path, f"datasets:\n  a:\n    extractor: text\n    domain: web\n    split_bytes: {value}\n"
                                   f"split_bytes: {value}\n")
@@ -243,10 +286,15 @@ _LINE = st.one_of(st.sampled_from(["", " ", "\u00a0", "\x0c", "\u2028", "b\xffd"
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(st.tuples(_LINE, st.sampled_from(["\n", "\r\n", "\r", ""])), max_size=30),
-       bom=st.booleans(), cut=st.integers(0, 400))
-def test_the_quick_text_count_equals_what_the_extraction_yields(tmp_path, lines, bom, cut):
+       bom=st.booleans(), cut=st.integers(0, 400), chunk=st.sampled_from([3, 5, 64, 1 << 22]),
+       only_lf=st.booleans())
+def test_the_quick_text_count_equals_what_the_extraction_yields(tmp_path, lines, bom, cut, chunk, only_lf):
+    """Both quick counts: on decoded text (`count_documents`) and on the raw bytes read in chunks of
+    every size (`count_blocks`, what the splitter uses)."""
     data = ("\ufeff" if bom else "").encode() + "".join(a + b for a, b in lines).encode("utf-8", "surrogateescape")
     data = data.replace("\xff".encode(), b"\xff")
+    if only_lf:  # the bytes path of count_blocks (a `\r` sends it to count_documents)
+        data = data.replace(b"\r", b"")
     path = tmp_path / "x.txt"
     path.write_bytes(data)
     cuts = TextExtractor.splitter.plan(InputFile(path, "x.txt"), len(data), max(1, cut))
@@ -254,6 +302,7 @@ def test_the_quick_text_count_equals_what_the_extraction_yields(tmp_path, lines,
         ctx = ExtractContext("d", tmp_path)
         docs = sum(1 for _ in TextExtractor().extract(file, ctx))
         quick = count_documents(file)
+        assert count_blocks(file, chunk) == quick
         if ctx.ledger.total:
             assert quick is None  # a dropped block needs the full pass
         else:

@@ -173,7 +173,7 @@ def build_project(root: Path, listener: Listener) -> Path:
 
 
 RUNNER = """
-import json, resource, sys, time
+import json, sys, time
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset
 cat = load_catalog(sys.argv[1])
@@ -182,7 +182,9 @@ for key in ("tei", "macocu"):
     started = time.monotonic()
     report = extract_dataset(cat.dataset(key), cat, workers=1)
     out[key] = {"seconds": time.monotonic() - started, "drops": report.manifest.drops, "warnings": report.warnings}
-out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM, not ru_maxrss: the latter starts at the forking pytest worker's peak (Linux keeps it across
+# exec), which is a long session's RSS, not this run's
+out["maxrss_mb"] = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) / 1024
 print(json.dumps(out))
 """
 

@@ -407,16 +407,25 @@ def test_a_copy_of_the_output_folder_made_with_links_followed_still_publishes(tm
 # ----------------------------------------------------------------------------- a stuck worker
 
 
-def _pool_workers() -> list[int]:
-    """This process's spawned pool workers (not multiprocessing's resource tracker)."""
-    me = os.getpid()
+def _children(pid: int) -> list[int]:
     found = []
-    for task in os.listdir(f"/proc/{me}/task"):
-        with open(f"/proc/{me}/task/{task}/children") as fh:
-            for pid in map(int, fh.read().split()):
-                with open(f"/proc/{pid}/cmdline", "rb") as cmd:
-                    if b"spawn_main" in cmd.read():
-                        found.append(pid)
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as fh:
+            found += map(int, fh.read().split())
+    return found
+
+
+def _pool_workers() -> list[int]:
+    """This process's pool workers: the children of its forkserver (worker_pool.py), or spawned
+    children where the platform has no forkserver (not multiprocessing's resource tracker)."""
+    found = []
+    for pid in _children(os.getpid()):
+        with open(f"/proc/{pid}/cmdline", "rb") as cmd:
+            line = cmd.read()
+        if b"spawn_main" in line:
+            found.append(pid)
+        elif b"forkserver" in line:
+            found += _children(pid)
     return found
 
 

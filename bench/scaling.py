@@ -1,0 +1,272 @@
+"""Scaling: where a run's time goes as workers grow, and what the 2-core figures project for 16.
+
+    python -m bench.scaling [--cases text:300:1:32,conllu:64:32:default] [--workers 1,2] [--runs 3]
+                            [--data DIR] [--out FILE] [--budget-s N]
+
+A case is `format:MB:files:split`, where split is `default` (no `split_bytes` in extract.yaml: the
+range size follows the file sizes and the worker count, docs/splitting.md) or a size in MiB. Inputs
+are generated once per case (bench.generate's writers; a big text file is one generated 64 MB
+block written again and again, which the extraction cannot tell from fresh text). The baseline of
+every case is one worker with splitting off (`split_bytes: 0`): the reference bytes and time.
+
+Each measured run is a fresh child process (`python -m bench.scaling --child ...`) calling
+`extract_dataset(force=True)`, so imports, pool start-up, planning and publishing are all in the
+wall time. The child reports the pipeline's own stage clock (`RunReport.stage_seconds`, see
+pipeline_clock.py): the serial stages (plan, pool start, the publish tail after the last part)
+in wall seconds, and the pooled ones (count, extract) in worker seconds summed over the workers.
+The parent adds CPU seconds of the whole process tree (os.wait4), the peak RSS of its largest
+process, and checks that the published bytes equal the baseline's.
+
+The projection ("proj. 16w") is Amdahl's law over those stages: the serial seconds stay, the
+pooled seconds are shared by the workers, and the count seconds grow as a file's chains do
+((n-1)/n of the file is counted with n chains, so 2 workers' count seconds double from 2 to
+about 16). It is a projection from this machine's figures, not a measurement.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = Path(tempfile.gettempdir()) / "slm4ie-scaling"
+DEFAULT_CASES = "text:300:1:32,text:300:1:default,conllu:64:32:default"
+BLOCK_MB = 64  # a big text file repeats one generated block of this size
+SERIAL_STAGES = ("plan", "pool_start", "publish")
+POOLED_STAGES = ("count", "extract")
+
+
+@dataclass(frozen=True)
+class Case:
+    fmt: str
+    mb: int
+    files: int
+    split_mib: int | None  # None: the default (sized to the file and the workers)
+
+    @property
+    def name(self) -> str:
+        split = "default" if self.split_mib is None else f"{self.split_mib}MiB"
+        return f"{self.fmt}-{self.mb}MB-{self.files}f-{split}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Case":
+        fmt, mb, files, split = text.split(":")
+        if fmt not in ("text", "conllu"):
+            raise SystemExit(f"case {text!r}: the format must be text or conllu")
+        return cls(fmt, int(mb), int(files), None if split == "default" else int(split))
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def make_inputs(root: Path, case: Case) -> Path:
+    """raw/<fmt>/ of `case` under `root` (reused when a stamp says it is complete)."""
+    raw = root / case.fmt / f"{case.fmt}_{case.mb}mb_{case.files}f"
+    stamp = raw / ".complete"
+    if stamp.exists():
+        return raw
+    shutil.rmtree(raw, ignore_errors=True)
+    raw.mkdir(parents=True)
+    per_file = case.mb * 1_000_000 // case.files
+    if case.fmt == "text":
+        _repeated_text(raw, per_file, case.files)
+    else:
+        _conllu_files(raw, per_file, case.files)
+    stamp.write_text("")
+    return raw
+
+
+def _repeated_text(raw: Path, per_file: int, files: int) -> None:
+    from bench.gen_tei import Words
+    from bench.generate import gen_text
+
+    rng = random.Random(7)
+    block = raw.parent / f".block-{min(per_file, BLOCK_MB * 1_000_000)}.txt"
+    if not block.exists():
+        gen_text(block, min(per_file, BLOCK_MB * 1_000_000), Words(rng), rng, "block")
+    data = block.read_bytes()  # ends with a blank line, so copies join on a block boundary
+    for i in range(files):
+        with open(raw / f"text_{i:02d}.txt", "wb") as fh:
+            written = 0
+            while written < per_file:
+                fh.write(data)
+                written += len(data)
+
+
+def _one_conllu(args: tuple[Path, int, int]) -> None:
+    from bench.gen_tei import Words
+    from bench.generate import gen_conllu
+
+    path, size, seed = args
+    rng = random.Random(seed)
+    gen_conllu(path, size, Words(rng), rng, path.stem)
+
+
+def _conllu_files(raw: Path, per_file: int, files: int) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    weights = [files + i for i in range(files)]  # unequal sizes, as real corpora have
+    sizes = [per_file * files * w // sum(weights) for w in weights]
+    jobs = [(raw / f"conllu_{i:02d}.conllu", size, i) for i, size in enumerate(sizes)]
+    with ProcessPoolExecutor(max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        list(pool.map(_one_conllu, jobs))
+
+
+def write_catalog(root: Path, case: Case, raw: Path, split_bytes: int | None) -> Path:
+    """An extract.yaml whose one dataset is `raw` (split_bytes None: left out, the default)."""
+    lines = [f"input_dir: {raw.parent}", f"output_dir: {root / 'out'}", "datasets:",
+             f"  {raw.name}:", f"    extractor: {case.fmt}", "    domain: mixed"]
+    if split_bytes is not None:
+        lines.append(f"    split_bytes: {split_bytes}")
+    path = root / f"extract-{case.name}-{split_bytes}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# ----------------------------------------------------------------------------- child
+
+
+def child(yaml_path: str, workers: int) -> None:
+    """One measured run: the whole job as the CLI would run it, and the stage clock."""
+    sys.path.insert(0, str(REPO))
+    from slm4ie_assets.catalog import load_catalog
+    from slm4ie_assets.pipeline import extract_dataset
+
+    catalog = load_catalog(yaml_path)
+    (key,) = catalog.datasets
+    report = extract_dataset(catalog.dataset(key), catalog, force=True, workers=workers)
+    text = catalog.dataset(key).text_path
+    print(json.dumps({"shards": report.shards, "stages": report.stage_seconds, "digest": _digest(text),
+                      "bytes": text.stat().st_size}))
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- parent
+
+
+def measure(yaml_path: Path, workers: int) -> dict:
+    """One child: its JSON line, wall and CPU seconds of its whole tree (os.wait4: pool workers
+    included), and the peak RSS of its largest process."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    with tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "bench.scaling", "--child", str(yaml_path), str(workers)],
+                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=err)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"child {yaml_path} x{workers} failed:\n{err.read().decode(errors='replace')[-3000:]}")
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    result.update(wall=wall, cpu=ru.ru_utime + ru.ru_stime, maxrss_mb=ru.ru_maxrss / 1024)
+    return result
+
+
+def run_case(root: Path, case: Case, workers_list: list[int], runs: int) -> list[dict]:
+    raw = make_inputs(root, case)
+    mb = sum(p.stat().st_size for p in raw.iterdir() if p.is_file() and not p.name.startswith(".")) / 1e6
+    baseline_yaml = write_catalog(root, case, raw, 0)
+    split = None if case.split_mib is None else case.split_mib << 20
+    rows = []
+    for label, yaml_path, w in [("1w unsplit", baseline_yaml, 1)] + [
+            (f"{w}w", write_catalog(root, case, raw, split), w) for w in workers_list]:
+        results = [measure(yaml_path, w) for _ in range(runs)]
+        stages = {k: statistics.median(r["stages"].get(k, 0.0) for r in results)
+                  for k in SERIAL_STAGES + POOLED_STAGES + ("stage",)}
+        rows.append({"case": case.name, "run": label, "workers": w, "mb": mb, "shards": results[0]["shards"],
+                     "wall": statistics.median(r["wall"] for r in results),
+                     "cpu": statistics.median(r["cpu"] for r in results),
+                     "maxrss_mb": max(r["maxrss_mb"] for r in results), "stages": stages,
+                     "digest": results[0]["digest"], "digests_agree": len({r["digest"] for r in results}) == 1})
+        print(_line(rows[0], rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def _line(base: dict, row: dict) -> str:
+    return (f"{row['case']} {row['run']}: {row['mb'] / row['wall']:.1f} MB/s, "
+            f"speed-up {base['wall'] / row['wall']:.2f}x, CPU {row['cpu'] / base['cpu']:.2f}x, "
+            f"{row['shards']} shards, stages "
+            + " ".join(f"{k}={v:.2f}" for k, v in row["stages"].items()))
+
+
+def project(base: dict, row: dict, target: int) -> float:
+    """The projected speed-up of `target` workers over the baseline, from one measured row (Amdahl)."""
+    w = max(1, row["workers"])
+    stages = row["stages"]
+    serial = sum(stages[k] for k in SERIAL_STAGES)
+    chains_counted = (w - 1) / w  # the share of a file counted with w chains
+    count_per_file = stages["count"] / chains_counted if chains_counted else 0.0
+    pooled = stages["extract"] + count_per_file * (target - 1) / target
+    projected = serial + pooled / target
+    return base["wall"] / projected if projected > 0 else 0.0
+
+
+def table(rows: list[dict], target: int) -> str:
+    head = ("| case | run | shards | MB/s | speed-up | CPU / 1w | plan | pool start | count (w-s) | extract (w-s) "
+            f"| stage | publish | peak RSS MB | bytes = 1w | proj. {target}w |")
+    out = [head, "|" + "---|" * (head.count("|") - 1)]
+    base = None
+    for row in rows:
+        if row["run"] == "1w unsplit":
+            base = row
+        assert base is not None
+        st = row["stages"]
+        proj = "" if row is base else f"{project(base, row, target):.1f}x"
+        out.append(f"| {row['case']} | {row['run']} | {row['shards']} | {row['mb'] / row['wall']:.1f} "
+                   f"| {base['wall'] / row['wall']:.2f}x | {row['cpu'] / base['cpu']:.2f} | {st['plan']:.2f} "
+                   f"| {st['pool_start']:.2f} | {st['count']:.2f} | {st['extract']:.2f} | {st['stage']:.2f} "
+                   f"| {st['publish']:.2f} | {row['maxrss_mb']:.0f} "
+                   f"| {'yes' if row['digest'] == base['digest'] else 'NO'} | {proj} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", default=DEFAULT_CASES)
+    ap.add_argument("--workers", default="2", help="comma-separated worker counts (1 unsplit always runs)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--project", type=int, default=16, help="the worker count to project to")
+    ap.add_argument("--out", type=Path, help="also write the table (markdown) to this file")
+    args = ap.parse_args(argv)
+    workers = [int(w) for w in args.workers.split(",")]
+    rows = []
+    for text in args.cases.split(","):
+        case = Case.parse(text)
+        shutil.rmtree(args.data / "out", ignore_errors=True)
+        rows += run_case(args.data, case, workers, args.runs)
+        report = table(rows, args.project)
+        if args.out:  # after every case, so a run cut short keeps what it measured
+            args.out.write_text(f"{report}\n")
+    print(report)
+    baseline = {r["case"]: r["digest"] for r in rows if r["run"] == "1w unsplit"}
+    exact = all(r["digest"] == baseline[r["case"]] and r["digests_agree"] for r in rows)
+    if not exact:
+        print("published bytes differ from the 1-worker unsplit run's: see the 'bytes = 1w' column", file=sys.stderr)
+    return 0 if exact else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], int(sys.argv[3]))
+    else:
+        sys.exit(main())
