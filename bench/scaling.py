@@ -138,12 +138,14 @@ def write_catalog(root: Path, case: Case, raw: Path, split_bytes: int | None) ->
 def child(yaml_path: str, workers: int) -> None:
     """One measured run: the whole job as the CLI would run it, and the stage clock."""
     sys.path.insert(0, str(REPO))
+    from bench.children import reap_pool_workers
     from slm4ie_assets.catalog import load_catalog
     from slm4ie_assets.pipeline import extract_dataset
 
     catalog = load_catalog(yaml_path)
     (key,) = catalog.datasets
     report = extract_dataset(catalog.dataset(key), catalog, force=True, workers=workers)
+    reap_pool_workers()  # so the parent's os.wait4 counts the workers' CPU
     text = catalog.dataset(key).text_path
     print(json.dumps({"shards": report.shards, "stages": report.stage_seconds, "digest": _digest(text),
                       "bytes": text.stat().st_size}))
@@ -189,7 +191,10 @@ def run_case(root: Path, case: Case, workers_list: list[int], runs: int) -> list
     rows = []
     for label, yaml_path, w in [("1w unsplit", baseline_yaml, 1)] + [
             (f"{w}w", write_catalog(root, case, raw, split), w) for w in workers_list]:
-        results = [measure(yaml_path, w) for _ in range(runs)]
+        results = []
+        for _ in range(runs):
+            shutil.rmtree(root / "out", ignore_errors=True)  # every run from nothing: no old version to retire
+            results.append(measure(yaml_path, w))
         stages = {k: statistics.median(r["stages"].get(k, 0.0) for r in results)
                   for k in SERIAL_STAGES + POOLED_STAGES + ("stage",)}
         rows.append({"case": case.name, "run": label, "workers": w, "mb": mb, "shards": results[0]["shards"],

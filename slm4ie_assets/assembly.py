@@ -26,6 +26,7 @@ from typing import BinaryIO, NamedTuple
 from zlib_ng import gzip_ng
 
 from .gzipio import GzipMemberWriter, start_writeback
+from .offset_copy import CopyJob, copy_all_at
 from .part_meta import PartMeta
 from .pipeline_clock import StageClock
 from .shards import Shard
@@ -249,6 +250,28 @@ class VersionStager:
         self._stamps.append(stamp)
         self._text_ends.append(self._text.tell())
 
+    def _append_rest_at_offsets(self) -> None:
+        """`finish`: the text of every part not staged yet, copied side by side at its offset
+        (offset_copy.py); the caller holds the dataset lock exclusive, so no stamp check."""
+        self._text.flush()
+        offset = self._text_ends[-1] if self._text_ends else 0
+        jobs = []
+        for i in range(len(self._stamps), len(self.shards)):
+            meta = self._metas[i]
+            assert meta is not None
+            paths = self.store.part_paths(self.shards[i].key)
+            stamp = part_stamp(paths, meta)
+            if stamp.text is None:
+                raise FileNotFoundError(errno.ENOENT, "a committed part's text is missing", str(paths.text))
+            jobs.append(CopyJob(paths.text, offset, stamp.text[1]))
+            offset += stamp.text[1]
+            self._stamps.append(stamp)
+            self._text_ends.append(offset)
+        if jobs:
+            copy_all_at(jobs, self._text.fileno())
+            self._text.seek(offset)
+            start_writeback(self._text.fileno())
+
     def _append_complete_groups(self, checked: bool) -> None:
         staged = len(self._stamps)
         if self._side is None:
@@ -306,7 +329,8 @@ class VersionStager:
             return None
         self._rewind(self._kept(metas))
         self._metas = list(metas)
-        self._advance(checked=False)
+        self._append_rest_at_offsets()
+        self._advance(checked=False)  # the sidecar groups left
         has_sidecar = any(m.has_annotations for m in metas)
         if not has_sidecar and self._side is not None:
             self._side.close()

@@ -1,0 +1,62 @@
+"""The parts a publish still has to copy, copied side by side, each at its known offset.
+
+When the last part is written, the version's text is usually short of many parts: the stager
+appends in shard order, so with W chains of ranges (docs/splitting.md) most chains' parts wait
+for the first chain's last one, and then (W-1)/W of the output used to be copied by one thread.
+Under the exclusive lock every size is known, so each part has its offset, and copy_file_range
+(or pread/pwrite where the file system has no copy_file_range) runs in threads, which the kernel
+copies in parallel: the GIL is released for each call.
+"""
+
+import errno
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+
+_HAS_COPY_RANGE = hasattr(os, "copy_file_range")
+_NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
+_CHUNK = 1 << 22
+MAX_THREADS = 8  # beyond this a copy is bound by memory bandwidth and the disk, not by threads
+
+
+class CopyJob(NamedTuple):
+    src: Path
+    offset: int  # where its bytes go in the output
+    size: int  # its bytes, from the stamp taken before
+
+
+def copy_at(job: CopyJob, out_fd: int) -> None:
+    """Copy `job.size` bytes of `job.src` to `out_fd` at `job.offset`; a source shorter than its
+    stamp said is an error (a part must not change under the exclusive lock)."""
+    with open(job.src, "rb", buffering=0) as fh:
+        in_fd = fh.fileno()
+        done = 0
+        while done < job.size:
+            n = 0
+            if _HAS_COPY_RANGE:
+                try:
+                    n = os.copy_file_range(in_fd, out_fd, job.size - done, done, job.offset + done)
+                except OSError as exc:
+                    if exc.errno not in _NO_COPY_RANGE:
+                        raise
+            if n == 0:
+                data = os.pread(in_fd, min(_CHUNK, job.size - done), done)
+                if not data:
+                    raise OSError(errno.EIO, f"{job.src} ended at byte {done} of {job.size} while it was copied")
+                n = 0
+                while n < len(data):
+                    n += os.pwrite(out_fd, data[n:], job.offset + done + n)
+            done += n
+
+
+def copy_all_at(jobs: list[CopyJob], out_fd: int) -> None:
+    """Every job, in parallel where there are several; the first error is raised."""
+    threads = min(MAX_THREADS, os.cpu_count() or 1, len(jobs))
+    if threads <= 1:
+        for job in jobs:
+            copy_at(job, out_fd)
+        return
+    with ThreadPoolExecutor(threads, thread_name_prefix="slm4ie-copy") as pool:
+        for future in [pool.submit(copy_at, job, out_fd) for job in jobs]:
+            future.result()
