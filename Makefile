@@ -13,7 +13,7 @@ EXTRAS := --all-extras
 # uv never downloads an interpreter of its own here: the venv uses $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: venv demo demo-ui home lint lock schema test test-deps test-long test-newest test-xml-newest ui daemon bench clean
+.PHONY: venv demo demo-ui home lint lock schema test test-deps test-long test-newest test-xml-newest ui daemon bench bench-scaling clean
 
 venv: $(STAMP)
 
@@ -97,6 +97,9 @@ daemon: venv
 
 bench: venv
 	$(BIN)/python -m bench.run
+
+bench-scaling: venv
+	$(BIN)/python -m bench.scaling
 
 clean:
 	rm -rf $(VENV) .uv .venv-newest .dagster .tmp_dagster_home_* data/extracted examples/data/extracted
