@@ -158,7 +158,7 @@ class RowSplitter(Splitter):
             splits = load_folder(file.path)
             if splits is None:
                 return (0, 0)
-            return plan_row_cuts([s for _, part in splits for s in part.batch_sizes()], size, split_bytes)
+            return plan_row_cuts([s for _, arrow_split in splits for s in arrow_split.batch_sizes()], size, split_bytes)
         except (OSError, ValueError, pa.ArrowException):  # planning never fails a dataset
             return (0, 0)
 
@@ -180,8 +180,8 @@ class RowSplitter(Splitter):
             if splits is None:
                 return None
             docs = 0
-            for _split, part, lo, hi, owns_start in _windows(splits, file):
-                kept = _clean_rows(part, lo, hi, owns_start)
+            for _split, arrow_split, lo, hi, owns_start in _windows(splits, file):
+                kept = _clean_rows(arrow_split, lo, hi, owns_start)
                 if kept is None:
                     return None
                 docs += kept
@@ -231,11 +231,9 @@ class HuggingfaceExtractor(Extractor):
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         config = file.rel
-        for split, part, lo, hi, owns_start in _windows(self._splits(file, ctx), file):
-            if split is None:
-                yield from self._rows(part, f"{config}:", "", file, ctx, lo, hi, owns_start)
-            else:
-                yield from self._rows(part, f"{config}:{split}:", f"split {split!r} ", file, ctx, lo, hi, owns_start)
+        for split, arrow_split, lo, hi, owns_start in _windows(self._splits(file, ctx), file):
+            prefix, where = (f"{config}:", "") if split is None else (f"{config}:{split}:", f"split {split!r} ")
+            yield from self._rows(arrow_split, prefix, where, file, ctx, lo, hi, owns_start)
 
     def _splits(self, file: InputFile, ctx: ExtractContext) -> list:
         """[(split name or None, ArrowSplit)]: read with pyarrow alone when that is provably what
@@ -253,7 +251,7 @@ class HuggingfaceExtractor(Extractor):
         if dataset is None:
             return []
         if isinstance(dataset, datasets.DatasetDict):
-            return [(split, _as_split(part)) for split, part in dataset.items()]
+            return [(split, _as_split(arrow_split)) for split, arrow_split in dataset.items()]
         return [(None, _as_split(dataset))]
 
     @staticmethod
@@ -271,16 +269,16 @@ class HuggingfaceExtractor(Extractor):
                 datasets.enable_progress_bars()
 
     @staticmethod
-    def _rows(part, id_prefix: str, where: str, file: InputFile, ctx: ExtractContext, lo: int = 0,
+    def _rows(arrow_split, id_prefix: str, where: str, file: InputFile, ctx: ExtractContext, lo: int = 0,
               hi: int | None = None, owns_start: bool = True) -> Iterator[Document]:
         """The documents of rows [lo, hi) of one split (row indices within the split)."""
         import pyarrow as pa
 
-        schema = part.schema
+        schema = arrow_split.schema
         if TEXT_COLUMN not in schema.names:
             if owns_start:  # counted once per split, by the range holding its first row
                 ctx.drop("missing_text", file, f"{where}has no {TEXT_COLUMN!r} column; "
-                                               f"its {part.num_rows} row(s) skipped")
+                                               f"its {arrow_split.num_rows} row(s) skipped")
             return
         # The columns are fixed per split (the whole split's schema, in every range), so the id
         # probe and the conversions are planned once.
@@ -289,7 +287,7 @@ class HuggingfaceExtractor(Extractor):
                            if f.name != TEXT_COLUMN and _converter(f.type) is not None)
         start = lo
         try:
-            for batch in part.batches(BATCH_ROWS, lo, hi):
+            for batch in arrow_split.batches(BATCH_ROWS, lo, hi):
                 texts = batch.column(TEXT_COLUMN).to_pylist()
                 rest = batch.drop_columns([TEXT_COLUMN])
                 rows = rest.to_pylist()
@@ -330,29 +328,29 @@ def _windows(splits: list, file: InputFile) -> Iterator[Window]:
     reads every split whole."""
     first, stop = (0, None) if file.range is None else (file.range.start, file.range.end)
     offset = 0
-    for name, part in splits:
+    for name, arrow_split in splits:
         owns_start = first <= offset and (stop is None or offset < stop)
-        lo = min(part.num_rows, max(0, first - offset))
-        hi = None if stop is None else max(0, min(part.num_rows, stop - offset))
-        if owns_start or lo < (part.num_rows if hi is None else hi):
-            yield name, part, lo, hi, owns_start
-        offset += part.num_rows
+        lo = min(arrow_split.num_rows, max(0, first - offset))
+        hi = None if stop is None else max(0, min(arrow_split.num_rows, stop - offset))
+        if owns_start or lo < (arrow_split.num_rows if hi is None else hi):
+            yield name, arrow_split, lo, hi, owns_start
+        offset += arrow_split.num_rows
 
 
-def _clean_rows(part: ArrowSplit, lo: int, hi: int | None, owns_start: bool) -> int | None:
+def _clean_rows(arrow_split: ArrowSplit, lo: int, hi: int | None, owns_start: bool) -> int | None:
     """How many of rows [lo, hi) of a split become documents, when provably none is skipped
     (`quick_count`); None when one may be."""
     import pyarrow.compute as pc
     import pyarrow.types as pt
 
-    if TEXT_COLUMN not in part.schema.names:
+    if TEXT_COLUMN not in arrow_split.schema.names:
         return None if owns_start else 0  # the split's `missing_text` warning is in this range
-    if any(f.name != TEXT_COLUMN and not _never_skipped(f.type) for f in part.schema):
+    if any(f.name != TEXT_COLUMN and not _never_skipped(f.type) for f in arrow_split.schema):
         return None
-    hi = part.num_rows if hi is None else hi
+    hi = arrow_split.num_rows if hi is None else hi
     if hi <= lo:
         return 0
-    texts = part.table.column(TEXT_COLUMN).slice(lo, hi - lo)
+    texts = arrow_split.table.column(TEXT_COLUMN).slice(lo, hi - lo)
     if not (pt.is_string(texts.type) or pt.is_large_string(texts.type)) or texts.null_count:
         return None
     # a text whose first character is not whitespace is not blank; only the others are looked at
