@@ -29,7 +29,7 @@ TIMEOUT_ENV = "SLM4IE_LOCK_TIMEOUT"
 
 def _timeout_from_env(default: float = 6 * 3600) -> float:
     """How long a run waits for another run's lock: 6 h, or $SLM4IE_LOCK_TIMEOUT seconds. Read at
-    import, so the CLI, the code server and spawned pool workers all wait the same."""
+    import, so the CLI, the code server and pool workers all wait the same."""
     raw = os.environ.get(TIMEOUT_ENV, "").strip()
     if not raw:
         return default

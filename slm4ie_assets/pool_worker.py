@@ -1,4 +1,4 @@
-"""What a spawned pool worker runs (pipeline.extract_parts): one part written, or one range of a
+"""What a pool worker runs (pipeline.extract_parts): one part written, or one range of a
 split file counted (docs/splitting.md), with the extractor rebuilt from the picklable spec once per
 dataset and kept for the worker's next task."""
 

@@ -156,7 +156,7 @@ _POOL_REPORTER: ShardReporter | None = None
 
 
 def init_pool_worker(counters: Counters, period: float) -> None:
-    """ProcessPoolExecutor initializer: the shared counters reach a spawned worker only this way."""
+    """ProcessPoolExecutor initializer: the shared counters reach a pool worker only this way."""
     global _POOL_REPORTER
     _POOL_REPORTER = ShardReporter(counters, period)
 

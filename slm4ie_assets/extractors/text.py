@@ -4,6 +4,7 @@ DECISIONS D9: a line that is empty or whitespace-only (Unicode whitespace, S4) e
 block's text is its lines joined with newlines, stripped. Ids are `<rel>:<n>` (ADDENDUM 4.1).
 """
 
+import codecs
 import re
 from collections.abc import Iterator
 
@@ -19,10 +20,13 @@ _SEPARATOR = re.compile(r"\n(?:[^\S\n]*\n)+")
 # str.isspace() accepts except the line ends (a test holds the list to Python's), as UTF-8.
 SPACES = ("\t\x0b\x0c\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
           + "\u2028\u2029\u202f\u205f\u3000")
-_SPACE = b"|".join(re.escape(c.encode()) for c in SPACES)
-_BLANK_LINE = re.compile(rb"%s(?:%s)*%s" % (LINE_END, _SPACE, LINE_END))
+# SPACES as UTF-8, grouped by lead bytes: one character class per prefix runs about twice as fast in
+# the quick count as an alternation of the 25 encodings (a test holds it to SPACES, code point by point)
+_SPACE = (rb"(?:[\t\x0b\x0c\x1c-\x1f ]|\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f"
+          rb"|\xe3\x80\x80)")
+_BLANK_LINE = re.compile(rb"%s%s*%s" % (LINE_END, _SPACE, LINE_END))
 # `_SEPARATOR` on the raw bytes of a file without `\r` (the quick count, `count_blocks`)
-_SEPARATOR_BYTES = re.compile(rb"\n(?:(?:%s)*\n)+" % _SPACE)
+_SEPARATOR_BYTES = re.compile(rb"\n(?:%s*\n)+" % _SPACE)
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -109,7 +113,7 @@ def count_blocks(file: InputFile, chunk: int = 1 << 22) -> tuple[int, int] | Non
             carry = buf
             continue
         try:
-            buf[:end].decode("utf-8")
+            codecs.utf_8_decode(memoryview(buf)[:end], "strict", True)  # a check: no copy of the slice
         except UnicodeDecodeError:
             return None  # which blocks are dropped takes the full pass
         pos = 0

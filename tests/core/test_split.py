@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import slm4ie_assets.extractors.text as text_module
 from slm4ie_assets.catalog import DEFAULT_SPLIT_BYTES, CatalogError, load_catalog
 from slm4ie_assets.extractors.base import ExtractContext, InputFile, RangeCounts, discover
 from slm4ie_assets.extractors.coleslaw import ShadowCarry
@@ -278,6 +279,15 @@ def test_a_count_only_pass_counts_exactly_what_writing_the_range_records(tmp_pat
 
 def test_the_text_cut_knows_every_whitespace_character_python_knows():
     assert set(SPACES) == {chr(c) for c in range(0x110000) if chr(c).isspace()} - {"\n", "\r"}
+
+
+def test_the_byte_class_of_spaces_matches_exactly_their_utf8_forms():
+    """text._SPACE (written by lead bytes, for speed) matches a character's UTF-8 bytes exactly when
+    the character is in SPACES, for every code point."""
+    one = re.compile(text_module._SPACE)
+    wrong = [hex(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000
+             and bool(one.fullmatch(chr(c).encode())) != (chr(c) in SPACES)]
+    assert not wrong
 
 
 _LINE = st.one_of(st.sampled_from(["", " ", "\u00a0", "\x0c", "\u2028", "b\xffd", "x"]),
