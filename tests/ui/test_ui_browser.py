@@ -94,6 +94,18 @@ def browser_path():
     return exe
 
 
+def _lengthen(path) -> None:
+    """The sample file, then more paragraphs of its kind (~24 MB, under the 32 MiB at which a file
+    is split): the bundled sample is read in milliseconds, so a run of it could end between two
+    progress lines (0.05 s apart) and show none with an ETA; the test must not depend on how fast
+    workers start."""
+    para = "Na Gorenjskem so odprli novo kolesarsko pot ob Savi, odstavek {}.\nDruga vrstica odstavka.\n\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("\n")
+        for start in range(0, 300_000, 10_000):
+            fh.write("".join(para.format(i) for i in range(start, start + 10_000)))
+
+
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory, browser_path):
     """`dagster dev -w workspace.yaml -h 127.0.0.1 -p <free port>` from the repo root, on a copy of
@@ -101,6 +113,7 @@ def ui(tmp_path_factory, browser_path):
     folder, the QueuedRunCoordinator, telemetry off)."""
     base = tmp_path_factory.mktemp("ui")
     config = copy_examples(base / "examples")  # sensors off: the only runs are the ones clicked here
+    _lengthen(base / "examples" / "data" / "raw" / DATASET / "tedenski_pregled.txt")
     home = base / "dagster_home"
     doc = yaml.safe_load(instance_config(home).read_text())
     assert doc["run_coordinator"]["class"] == "QueuedRunCoordinator" and doc["telemetry"] == {"enabled": False}
@@ -339,10 +352,10 @@ def check_run_progress(ui, page, run_id: str, documents: int) -> None:
     page.keyboard.press("Escape")
     page.get_by_text("ASSET_MATERIALIZATION", exact=True).first.wait_for(state="detached")
     page.get_by_text(PROGRESS_LINE).first.wait_for()
-    page.get_by_text(re.compile(rf"{DATASET}: done: .* shards, {documents} documents in ")).first.wait_for()
+    page.get_by_text(re.compile(rf"{DATASET}: done: .* shards, {documents:,} documents in ")).first.wait_for()
     summary = page.get_by_text(re.compile(rf"{DATASET}: run summary")).first
     summary.wait_for()
-    assert re.search(rf"documents\s+{documents}\s+{documents}", summary.inner_text()), summary.inner_text()
+    assert re.search(rf"documents\s+{documents:,}\s+{documents:,}", summary.inner_text()), summary.inner_text()
     with viewport(page, height=1300):
         settle(page)
         shoot(ui, page, "run-progress")
