@@ -144,6 +144,7 @@ class PartAccounts:
     def extract_file(self, extractor: Extractor, file: InputFile) -> None:
         """The documents of one input file; an input that cannot be read (permissions, I/O error)
         costs that file only (D6)."""
+        self.context.lines_read = None  # set again only by a reader that reads this file to its end
         try:
             self.add_documents(file, extractor.extract(file, self.context))
         except OSError as exc:
@@ -158,6 +159,9 @@ class PartAccounts:
         lines = 0
         splitter = extractor.splitter
         if splitter is not None and file.range is not None and not file.range.is_last:
+            if self.context.lines_read is not None:  # counted while reading (text): no second pass
+                return RangeCounts(self.docs, self.context.lines_read, self.ledger.total, self.repaired_docs,
+                                   self.context.carry)
             try:
                 lines = splitter.lines(file)
             except OSError:

@@ -157,7 +157,9 @@ class ExtractContext:
     convention: a reader numbers lines from 1 at the start of what it reads, and `file_line` adds
     `before.lines`, so warnings name the line of the whole file (an XML parse already numbers the
     file's lines: `drop_at_file_line`). `counting` is set during a count-only pass (nothing is
-    logged); `carry` is the format's own state at the end of the range (`RangeCounts.carry`)."""
+    logged); `carry` is the format's own state at the end of the range (`RangeCounts.carry`);
+    `lines_read`, set by a reader that counted the line ends of the whole range as it read them
+    (text), spares the part writer a second pass over the range for `RangeCounts.lines`."""
 
     def __init__(self, dataset: str, root: Path, ledger: DropLedger | None = None, on_warning=None,
                  before: RangeCounts = FILE_START, counting: bool = False, max_document_bytes: int = 0):
@@ -170,6 +172,7 @@ class ExtractContext:
         self.before = before
         self.counting = counting
         self.carry: Carry | None = None
+        self.lines_read: int | None = None  # None: `Splitter.lines` counts them
 
     def file_line(self, line: int) -> int:
         """A line counted from the start of the range, as a line of the whole file."""

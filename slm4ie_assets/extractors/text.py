@@ -30,12 +30,20 @@ _SEPARATOR_BYTES = re.compile(rb"\n(?:%s*\n)+" % _SPACE)
 _BOM = b"\xef\xbb\xbf"
 
 
-def _blocks(chunks: Iterator[str]) -> Iterator[tuple[int, str, bool]]:
+class LineEnds:
+    """The line ends `_blocks` read, once it has read them all (None before)."""
+
+    count: int | None = None
+
+
+def _blocks(chunks: Iterator[str], ends: LineEnds | None = None) -> Iterator[tuple[int, str, bool]]:
     """(first line number, stripped text, may hold invalid bytes) for every block.
 
     One regex split per decoded chunk instead of a Python loop per line: the text between two
     separators is exactly the block's lines joined with newlines. Blocks get their own line number
-    only in chunks that held invalid bytes, the only time a warning needs one.
+    only in chunks that held invalid bytes, the only time a warning needs one. The line numbers
+    already count every line end before the carry, so `ends` costs one count over the last carry:
+    a split file's range needs no second pass for `RangeCounts.lines` (docs/splitting.md).
     """
     carry = ""
     line = 1  # line number at the start of `carry`
@@ -62,6 +70,8 @@ def _blocks(chunks: Iterator[str]) -> Iterator[tuple[int, str, bool]]:
         dirty = bool(carry) and has_escapes(carry)
     if carry:
         yield line + _leading_blank_lines(carry), carry.strip(), dirty or invalid_count() != seen
+    if ends is not None:
+        ends.count = line - 1 + carry.count("\n")
 
 
 _NONBLANK = re.compile(r"\S")
@@ -171,7 +181,8 @@ class TextExtractor(Extractor):
         # the text extractor yields is written (its text is a stripped non-blank string)
         index = ctx.before.docs
         cap = ctx.max_document_bytes
-        for lineno, text, suspect in _blocks(read_text_chunks(file)):
+        ends = LineEnds()
+        for lineno, text, suspect in _blocks(read_text_chunks(file), ends):
             if not text:
                 continue
             if suspect and has_escapes(text):
@@ -183,3 +194,4 @@ class TextExtractor(Extractor):
                 continue
             yield Document(text, f"{prefix}:{index:06d}")
             index += 1
+        ctx.lines_read = ends.count  # read to the end: what `Splitter.lines` would count (ADDENDUM 3.2)

@@ -300,7 +300,8 @@ _LINE = st.one_of(st.sampled_from(["", " ", "\u00a0", "\x0c", "\u2028", "b\xffd"
        only_lf=st.booleans())
 def test_the_quick_text_count_equals_what_the_extraction_yields(tmp_path, lines, bom, cut, chunk, only_lf):
     """Both quick counts: on decoded text (`count_documents`) and on the raw bytes read in chunks of
-    every size (`count_blocks`, what the splitter uses)."""
+    every size (`count_blocks`, what the splitter uses); and the line ends the extraction counts as
+    it reads (`ExtractContext.lines_read`, what a written range hands on) equal `Splitter.lines`."""
     data = ("\ufeff" if bom else "").encode() + "".join(a + b for a, b in lines).encode("utf-8", "surrogateescape")
     data = data.replace("\xff".encode(), b"\xff")
     if only_lf:  # the bytes path of count_blocks (a `\r` sends it to count_documents)
@@ -311,12 +312,28 @@ def test_the_quick_text_count_equals_what_the_extraction_yields(tmp_path, lines,
     for file in range_files(InputFile(path, "x.txt"), cuts):
         ctx = ExtractContext("d", tmp_path)
         docs = sum(1 for _ in TextExtractor().extract(file, ctx))
+        assert ctx.lines_read == count_line_ends(file)
         quick = count_documents(file)
         assert count_blocks(file, chunk) == quick
         if ctx.ledger.total:
             assert quick is None  # a dropped block needs the full pass
         else:
             assert quick == (docs, count_line_ends(file))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.sampled_from([b"a", b"\n", b"\r", b"\r\n", b" ", b"\xc2\xa0", b"\xff", b"\xef\xbb\xbf",
+                                        b"\xe2\x80\xa8", b"\x0c"]), max_size=40),
+       chunk=st.sampled_from([1, 2, 3, 7, 64]))
+def test_the_line_ends_text_counts_while_reading_equal_a_separate_count(tmp_path, pieces, chunk):
+    """`_blocks` counts the line ends it read in decoded chunks of any size, `\r\n` split between
+    two of them included: exactly `count_line_ends` on the bytes (ADDENDUM 3.2)."""
+    path = tmp_path / "x.txt"
+    path.write_bytes(b"".join(pieces))
+    file, ends = InputFile(path, "x.txt"), text_module.LineEnds()
+    for _ in text_module._blocks(text_module.read_text_chunks(file, chunk), ends):
+        pass
+    assert ends.count == count_line_ends(file)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
