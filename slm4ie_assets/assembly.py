@@ -72,11 +72,33 @@ def ranges_sidecar_lines(parts: Sequence[tuple[PartPaths, PartMeta]]) -> Iterato
             yield from stub_lines_from_text(paths.text)
 
 
+class MemberFeed:
+    """The one gzip member of a split file's sidecar, written range by range as each range is
+    staged, so the publish does not recompress the whole file's annotations after its last range.
+    Opened at the first line: a file whose ranges hold no document gets no member, as before."""
+
+    def __init__(self, out: BinaryIO, group: range):
+        self.group, self.next = group, group.start  # the next range to feed
+        self._out = out
+        self._writer: GzipMemberWriter | None = None
+
+    def feed(self, paths: PartPaths, meta: PartMeta) -> None:
+        for line in ranges_sidecar_lines([(paths, meta)]):
+            if self._writer is None:
+                self._writer = GzipMemberWriter(self._out, threaded=False)
+            self._writer.write(line)
+        self.next += 1
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
 def sidecar_source(store: DatasetStore, group: list[tuple[Shard, PartMeta]]) -> Source | None:
     """The sidecar piece of one shard, or of the ranges of one split file as one member, written
     as the unsplit part would have been (docs/splitting.md); stubs rebuilt from the text for a part
     without annotations; None for a part without documents."""
-    if len(group) > 1:
+    if len(group) > 1 or group[0][0].files[0].range is not None:  # a range's own member is never published
         if not any(m.docs for _, m in group):
             return None
         return partial(ranges_sidecar_lines, [(store.part_paths(s.key), m) for s, m in group])
@@ -85,6 +107,10 @@ def sidecar_source(store: DatasetStore, group: list[tuple[Shard, PartMeta]]) -> 
     if m.has_annotations:
         return paths.annotations
     return partial(stub_lines_from_text, paths.text) if m.docs else None
+
+
+def _is_split(shard: Shard) -> bool:
+    return shard.files[0].range is not None
 
 
 def sidecar_sources(store: DatasetStore, shards: list[Shard], metas: list[PartMeta]) -> list[Source]:
@@ -202,6 +228,7 @@ class VersionStager:
         self._text_ends: list[int] = []  # text size after each shard
         self._side_ends: list[int] = []  # sidecar size after each group, once it is open
         self._side: BinaryIO | None = None
+        self._member: MemberFeed | None = None  # a split file's member, fed as its ranges are staged
         self._failed: BaseException | None = None
         self._done = False
         self.folder.mkdir(parents=True)
@@ -278,8 +305,14 @@ class VersionStager:
             if not any(s.meta.has_annotations for s in self._stamps[len(self._side_ends):]):
                 return
             self._side = open(self.folder / self._side_name, "xb", opener=create_0644)
-        while len(self._side_ends) < len(self._groups) and self._groups[len(self._side_ends)].stop <= staged:
+        while len(self._side_ends) < len(self._groups):
             members = self._groups[len(self._side_ends)]
+            if _is_split(self.shards[members.start]):
+                if not self._feed_member(members, staged, checked):
+                    return
+                continue
+            if members.stop > staged:
+                return
             pairs = [(self.shards[i], self._stamps[i].meta) for i in members]
             src = sidecar_source(self.store, pairs)
             if src is not None:
@@ -289,6 +322,27 @@ class VersionStager:
                     self._stamps[i] for i in members]:
                 raise _Replaced(members.start)
             self._side_ends.append(self._side.tell())
+
+    def _feed_member(self, members: range, staged: int, checked: bool) -> bool:
+        """Feed the staged ranges of the split file `members` into its member; True once complete."""
+        if self._side is None:
+            return False
+        if self._member is None:
+            self._member = MemberFeed(self._side, members)
+        member = self._member
+        while member.next < min(staged, members.stop):
+            i = member.next
+            paths = self.store.part_paths(self.shards[i].key)
+            member.feed(paths, self._stamps[i].meta)
+            if checked and part_stamp(paths, self._stamps[i].meta) != self._stamps[i]:
+                raise _Replaced(i)
+        if member.next < members.stop:
+            return False
+        member.close()
+        self._member = None
+        self._side.flush()
+        self._side_ends.append(self._side.tell())
+        return True
 
     def _stop(self) -> None:
         if self._thread.is_alive():
@@ -308,6 +362,9 @@ class VersionStager:
         _cut(self._text, self._text_ends[shards - 1] if shards else 0)
         del self._stamps[shards:], self._text_ends[shards:]
         if self._side is not None:
+            if self._member is not None and shards >= self._member.next:
+                return  # every range fed into the open member is kept: nothing to cut from the sidecar
+            self._member = None  # a member fed in part goes with what follows the last whole group
             groups = sum(1 for g in self._groups[:len(self._side_ends)] if g.stop <= shards)
             _cut(self._side, self._side_ends[groups - 1] if groups else 0)
             del self._side_ends[groups:]

@@ -18,6 +18,10 @@ import threading
 from zlib_ng import zlib_ng
 
 LEVEL = 6
+# A split file's range parts: the publish decompresses and recompresses them into the file's one
+# member (docs/splitting.md), so their own compression only has to be quick: level 1 runs ~4x as
+# fast as 6 (409 against 97 MB/s on CoNLL-U annotations) for ~1.7x the part's bytes on disk.
+RANGE_PART_LEVEL = 1
 _CHUNK = 1 << 20
 _WRITEBACK_EVERY = 8 << 20
 

@@ -12,7 +12,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from .catalog import DatasetSpec
-from .extractors.base import FILE_START, Extractor, RangeCounts
+from .extractors.base import FILE_START, Extractor, NeedsBefore, RangeCounts
 from .locks import Log, dataset_lock, shard_lock
 from .part_meta import PartMeta
 from .part_writer import Progress, write_part_counted
@@ -27,13 +27,15 @@ class PartOutcome:
     meta: PartMeta | None  # the part this run wrote; None when another run had just made it current
     waited_for: str  # the holder of the shard lock this run waited for ("" when it was free)
     counts: RangeCounts | None = None  # what the part adds to its split file's counts (docs/splitting.md)
+    needs_before: bool = False  # a speculative attempt stopped: extract it again once `before` is known
 
 
 def write_part_locked(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore, force: bool,
                       progress: Progress | None = None, log: Log | None = None,
-                      before: RangeCounts = FILE_START) -> PartOutcome:
+                      before: RangeCounts | None = FILE_START) -> PartOutcome:
     """Write `shard`'s part under its shard lock, or leave it when it became current while this run
-    waited. The calling process already holds the dataset lock shared (`pipeline.extract_parts`)."""
+    waited. The calling process already holds the dataset lock shared (`pipeline.extract_parts`).
+    `before` None: speculatively; an attempt that needs it leaves no file (`needs_before`)."""
     with ExitStack() as held:
         try:
             waited_for = held.enter_context(shard_lock(store.shard_lock(shard.key), spec.key, shard.key, log=log))
@@ -41,13 +43,16 @@ def write_part_locked(spec: DatasetSpec, extractor: Extractor, shard: Shard, sto
             raise OutputWriteError.of(spec, store.shard_locks, exc) from exc
         if not force and store.part_is_current(shard):
             return PartOutcome(None, waited_for)
-        meta, counts = write_part_counted(spec, extractor, shard, store, progress, before)
+        try:
+            meta, counts = write_part_counted(spec, extractor, shard, store, progress, before)
+        except NeedsBefore:
+            return PartOutcome(None, waited_for, needs_before=True)
         return PartOutcome(meta, waited_for, counts)
 
 
 def write_part_in_worker(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
                          force: bool, progress: Progress | None = None,
-                         before: RangeCounts = FILE_START) -> PartOutcome:
+                         before: RangeCounts | None = FILE_START) -> PartOutcome:
     """A pool worker is a process of its own: it takes the dataset lock shared itself, so even if it
     outlives a killed parent no publish, unpack or clean-up starts before its part is done."""
     with dataset_lock(store.lock, spec.key, shared=True):

@@ -11,15 +11,24 @@ accounting (`PartAccounts`) with its output going nowhere, so the two cannot dis
 import os
 import time
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from xxhash import xxh3_64_intdigest
 
 from .catalog import FORMAT_VERSION, DatasetSpec
 from .document_encoder import Drop, encode_document
-from .extractors.base import FILE_START, DropLedger, ExtractContext, Extractor, InputFile, RangeCounts, is_input_error
-from .gzipio import ChunkWriter, fsync_file
+from .extractors.base import (
+    FILE_START,
+    DropLedger,
+    ExtractContext,
+    Extractor,
+    InputFile,
+    NeedsBefore,
+    RangeCounts,
+    is_input_error,
+)
+from .gzipio import LEVEL, RANGE_PART_LEVEL, ChunkWriter, fsync_file
 from .input_stamps import InputChanged, changed_entry, describe_change, stamp_of
 from .length_stats import LengthCounter, LengthStats
 from .part_meta import PartMeta
@@ -55,12 +64,17 @@ class PartAccounts:
     lengths; a range of a split file continues its file from `before` (docs/splitting.md). Its
     output goes nowhere: `PartWriter` gives it files, and a count-only pass keeps no warning."""
 
-    def __init__(self, spec: DatasetSpec, before: RangeCounts = FILE_START, progress: Progress | None = None,
+    def __init__(self, spec: DatasetSpec, before: RangeCounts | None = FILE_START, progress: Progress | None = None,
                  counting: bool = True):
+        # before None: a speculative extraction (docs/splitting.md); numbering starts at zero, and
+        # whatever would depend on the real `before` raises NeedsBefore instead
+        self.speculative = before is None
+        before = FILE_START if before is None else before
         # a range of a split file continues its file: fallback ids, line numbers, the first 100 warnings
         self.ledger = DropLedger(limit=0 if counting else max(0, MAX_WARNINGS - before.drops))
         self.context = ExtractContext(spec.key, spec.raw_dir, self.ledger, on_warning=None, before=before,
-                                      counting=counting, max_document_bytes=spec.max_document_bytes)
+                                      counting=counting, max_document_bytes=spec.max_document_bytes,
+                                      speculative=self.speculative)
         self._repair_room = 0 if counting else max(0, MAX_WARNINGS - before.repaired_docs)
         self.repaired_docs = 0
         self._spec, self._progress = spec, progress
@@ -85,6 +99,8 @@ class PartAccounts:
         documents written before the error stay in the part)."""
         encode, source, domain, prefix = encode_document, self._source, self._domain, file.rel_stem
         max_bytes = self._spec.max_document_bytes
+        if self.speculative:
+            documents = _own_ids_only(documents)
         write_text, sidecar, uids, progress = self._write_text, self._sidecar, self._uids, self._progress
         docs, text_bytes, emitted, xxh3 = self.docs, self.text_bytes, self.context.before.docs, xxh3_64_intdigest
         annotated, tokens, sentences = self.annotated, self.tokens, self.sentences
@@ -131,6 +147,8 @@ class PartAccounts:
             self._char_lengths.min, self._char_lengths.max = chars_min, chars_max
 
     def _count_repairs(self, file: InputFile, doc_id: str, repairs: tuple[str, ...]) -> None:
+        if self.speculative:  # its warning may or may not be among the file's first 100
+            raise NeedsBefore("repair")
         for issue in repairs:
             self.repairs[issue] = self.repairs.get(issue, 0) + 1
         self.repaired_docs += 1
@@ -169,12 +187,22 @@ class PartAccounts:
         return RangeCounts(self.docs, lines, self.ledger.total, self.repaired_docs, self.context.carry)
 
 
+def _own_ids_only(documents: Iterable[Document]) -> Iterator[Document]:
+    """The documents of a speculative extraction, up to the first one the encoder would give a
+    fallback id, numbered from the documents before it in the file (ADDENDUM 4.1)."""
+    for doc in documents:
+        doc_id = doc.doc_id
+        if not doc_id or doc_id.isspace():
+            raise NeedsBefore("fallback id")
+        yield doc
+
+
 class PartWriter(PartAccounts):
     """The part of `shard` being written: add the documents of each input file, then `commit`
     (which returns the meta) or `abort` (which removes every file of the attempt)."""
 
     def __init__(self, spec: DatasetSpec, shard: Shard, store: DatasetStore, progress: Progress | None = None,
-                 before: RangeCounts = FILE_START):
+                 before: RangeCounts | None = FILE_START):
         store.parts.mkdir(parents=True, exist_ok=True)
         self.paths = store.part_paths(shard.key)
         self._tmp_text, self._tmp_ann, self._tmp_uids = map(
@@ -195,7 +223,9 @@ class PartWriter(PartAccounts):
         self._uid_sink = self._uid_file
         self._text = ChunkWriter(self._text_file, writeback=True)
         self._write_text = self._text.write
-        self._sidecar = self._sidecar_writer = SidecarWriter(self._tmp_ann, self._tmp_text, self._text.flush)
+        # a range's sidecar is only ever read back into its file's member at publish: compressed quickly
+        level = RANGE_PART_LEVEL if shard.files[0].range is not None else LEVEL
+        self._sidecar = self._sidecar_writer = SidecarWriter(self._tmp_ann, self._tmp_text, self._text.flush, level)
 
     def _output_error(self, exc: OSError) -> Exception:
         return OutputWriteError.of(self._spec, self._store.parts, exc)
@@ -267,7 +297,7 @@ def check_inputs_unchanged(dataset: str, shard: Shard) -> None:
 
 
 def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
-               progress: Progress | None = None, before: RangeCounts = FILE_START) -> PartMeta:
+               progress: Progress | None = None, before: RangeCounts | None = FILE_START) -> PartMeta:
     """Extract one shard into its part files and commit them with the meta file; a range of a
     split file continues where `before` (the earlier ranges' counts) says."""
     return write_part_counted(spec, extractor, shard, store, progress, before)[0]
@@ -275,8 +305,10 @@ def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: Dat
 
 def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
                        progress: Progress | None = None,
-                       before: RangeCounts = FILE_START) -> tuple[PartMeta, RangeCounts]:
-    """`write_part`, plus what the part adds to its file's counts (for the ranges after it)."""
+                       before: RangeCounts | None = FILE_START) -> tuple[PartMeta, RangeCounts]:
+    """`write_part`, plus what the part adds to its file's counts (for the ranges after it).
+    `before` None: speculatively (docs/splitting.md), raising NeedsBefore, with every file of the
+    attempt removed, when the part would depend on the ranges before it."""
     writer = PartWriter(spec, shard, store, progress, before)
     try:
         for file in shard.files:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .assembly import VersionStager
 from .catalog import Catalog, DatasetSpec
 from .extractors.base import InputFile, RangeCounts
-from .extractors.registry import make_extractor
+from .extractors.registry import get_extractor_class, make_extractor
 from .input_stamps import InputChanged
 from .locked_parts import PartOutcome, outcome_message, write_part_locked
 from .locks import LockTimeout, dataset_lock
@@ -213,7 +213,14 @@ def _extract_pooled(spec: DatasetSpec, shards: list[Shard], workers: int, counte
                    lambda task, before: submit_timed(pool, clock, "extract", extract_one, spec, shards[task], task,
                                                      force, before),
                    lambda file: submit_timed(pool, clock, "count", count_one, spec, file), report, workers, watch,
-                   POLL_SECONDS)
+                   POLL_SECONDS, speculate=_speculates(spec))
+
+
+def _speculates(spec: DatasetSpec) -> bool:
+    """The dataset's ranges may be extracted before the counts of the ranges before them are known
+    (`Splitter.speculates`, docs/splitting.md)."""
+    splitter = get_extractor_class(spec.extractor).splitter
+    return splitter is not None and splitter.speculates
 
 
 # ----------------------------------------------------------------------------- one call

@@ -17,9 +17,9 @@ from .store import DatasetStore
 
 
 def extract_one(spec: DatasetSpec, shard: Shard, task: int, force: bool,
-                before: RangeCounts = FILE_START) -> PartOutcome:
+                before: RangeCounts | None = FILE_START) -> PartOutcome:
     """Pool worker: rebuild the extractor from the picklable spec and write one part (a range of a
-    split file continues where `before` says, docs/splitting.md)."""
+    split file continues where `before` says; None: speculatively, docs/splitting.md)."""
     mark_started(task)
     extractor = worker_extractor(spec)
     with pool_worker_hook(task, shard) as hook:

@@ -37,16 +37,19 @@ class RangeBook:
         many chains, each range after the first of a chain continuing from its predecessor's own
         extraction; only the ranges before the last chain's start are counted (and every range that
         is not extracted in this run). One chain: only the ranges not extracted in this run."""
-        todo = []
-        for rel, last in self._upto.items():
-            assert last.range is not None
-            known = self._known.get(rel, {})
-            extracted = self._extracted.get(rel, set())
-            upto = last.range.index
-            counted = -(-(upto + 1) * (max(1, chains) - 1) // max(1, chains))
-            todo += [last.range_of(i) for i in range(upto)
-                     if i not in known and (i < counted or i not in extracted)]
-        return todo
+        return [f for rel in self._upto for f in self.to_count_in(rel, chains)]
+
+    def to_count_in(self, rel: str, chains: int = 1) -> list[InputFile]:
+        """`to_count` for the split file `rel` only."""
+        last = self._upto.get(rel)
+        if last is None:
+            return []
+        assert last.range is not None
+        known = self._known.get(rel, {})
+        extracted = self._extracted.get(rel, set())
+        upto = last.range.index
+        counted = -(-(upto + 1) * (max(1, chains) - 1) // max(1, chains))
+        return [last.range_of(i) for i in range(upto) if i not in known and (i < counted or i not in extracted)]
 
     def missing_before(self, file: InputFile) -> list[InputFile]:
         """The earlier ranges of `file` whose counts are still unknown."""
@@ -106,10 +109,14 @@ def chains_per_file(shards: Sequence[Shard], workers: int) -> int:
 
 
 class Outcome(Protocol):
-    """What an extraction task reports: the counts its range adds (None: another run wrote it)."""
+    """What an extraction task reports: the counts its range adds (None: another run wrote it, or a
+    speculative attempt stopped, `needs_before`)."""
 
     @property
     def counts(self) -> RangeCounts | None: ...
+
+    @property
+    def needs_before(self) -> bool: ...
 
 
 OutcomeT = TypeVar("OutcomeT", bound=Outcome)
@@ -128,9 +135,10 @@ def run_serial(shards: Sequence[Shard], extract: Callable[[int, RangeCounts], Ou
 
 
 def _next_extraction(book: RangeBook, shards: Sequence[Shard], later: list[int],
-                     free: deque[int]) -> tuple[int, RangeCounts] | None:
+                     free: deque[int]) -> tuple[int, RangeCounts | None] | None:
     """The ready range furthest into its file (taken from `later`), else the next whole file or
-    first range (`free`); None when nothing can start yet."""
+    first range (`free`), or a range to extract speculatively (`before` None: not known yet); None
+    when nothing can start yet."""
     best = None
     for task in later:
         before = book.before(shards[task].files[0])
@@ -139,7 +147,10 @@ def _next_extraction(book: RangeBook, shards: Sequence[Shard], later: list[int],
     if best is not None:
         later.remove(best[0])
         return best
-    return (free.popleft(), RangeCounts()) if free else None
+    if not free:
+        return None
+    task = free.popleft()
+    return task, book.before(shards[task].files[0])
 
 
 def _range_index(shard: Shard) -> int:
@@ -148,20 +159,38 @@ def _range_index(shard: Shard) -> int:
 
 
 def run_pooled(shards: Sequence[Shard], order: Sequence[int],
-               submit_extract: Callable[[int, RangeCounts], Future[OutcomeT]],
+               submit_extract: Callable[[int, RangeCounts | None], Future[OutcomeT]],
                submit_count: Callable[[InputFile], Future[RangeCounts]], report: Callable[[int, OutcomeT], None],
-               workers: int = 2, watch: Callable[[list[int]], None] | None = None, poll: float = 1.0) -> None:
+               workers: int = 2, watch: Callable[[list[int]], None] | None = None, poll: float = 1.0,
+               speculate: bool = False) -> None:
     """Run the extraction of `shards` (task = index, in `order`) in a pool of `workers`, keeping
     one task per worker in flight so the next pick is made when a worker frees: first the count-only
     passes that let each split file run as several chains of ranges (`chains_per_file`), then
     the ready range furthest into its file (a chain goes on as soon as its predecessor is written),
     then whole files and first ranges in `order`. With `watch`, it is called every `poll` seconds
-    while the pool works, with the tasks in flight (stalls.py), and may raise to stop the run."""
+    while the pool works, with the tasks in flight (stalls.py), and may raise to stop the run.
+
+    `speculate` (the format's `Splitter.speculates`): no count-only pass up front; every range is
+    free from the start, and one whose `before` is not known yet is extracted speculatively
+    (`before` None). The first range of a file that comes back `needs_before` settles that file:
+    its ranges not started yet wait for their counts, and the count-only passes the chains need
+    (those not known or in flight) are queued, as without speculation."""
     book = RangeBook(list(shard_inputs(shards)))
-    counts = list(book.to_count(chains_per_file(shards, workers)))
-    free = deque(t for t in order if book.before(shards[t].files[0]) is not None)
-    later = [t for t in order if book.before(shards[t].files[0]) is None]
+    chains = chains_per_file(shards, workers)
+    counts = [] if speculate else list(book.to_count(chains))
+    free = deque(t for t in order if speculate or book.before(shards[t].files[0]) is not None)
+    later = [t for t in order if t not in free]
     futures: dict[Future, tuple[int, InputFile]] = {}  # a count's task is -1
+    settled: set[str] = set()  # split files whose speculation stopped
+
+    def settle(rel: str) -> None:
+        settled.add(rel)
+        waiting = [t for t in free if shards[t].files[0].rel == rel and book.before(shards[t].files[0]) is None]
+        for t in waiting:
+            free.remove(t)
+            later.append(t)
+        busy = {f.range.index for _t, f in futures.values() if f.rel == rel and f.range is not None}
+        counts.extend(f for f in book.to_count_in(rel, chains) if f.range is not None and f.range.index not in busy)
 
     def fill_slots() -> None:
         while len(futures) < workers:
@@ -190,6 +219,11 @@ def run_pooled(shards: Sequence[Shard], order: Sequence[int],
                 result = fut.result()
                 if task < 0:
                     book.record(file, result)
+                    continue
+                if result.needs_before:  # a speculative attempt stopped: it waits for its `before`
+                    later.append(task)
+                    if file.rel not in settled:
+                        settle(file.rel)
                     continue
                 if result.counts is not None:
                     book.record(file, result.counts)

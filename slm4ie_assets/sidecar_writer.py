@@ -12,7 +12,7 @@ from typing import BinaryIO
 
 import orjson
 
-from .gzipio import GzipMemberWriter, fsync_file
+from .gzipio import LEVEL, GzipMemberWriter, fsync_file
 from .schema import dumps, stub_record
 
 
@@ -34,8 +34,9 @@ class SidecarWriter:
     """Writes the sidecar part at `path` beside a text part being written at `text_path`;
     `flush_text` makes the text written so far readable for the back-fill."""
 
-    def __init__(self, path: Path, text_path: Path, flush_text: Callable[[], None]):
+    def __init__(self, path: Path, text_path: Path, flush_text: Callable[[], None], level: int = LEVEL):
         self.path = path
+        self._level = level  # RANGE_PART_LEVEL for a range of a split file
         self._text_path = text_path
         self._flush_text = flush_text
         self._file: BinaryIO | None = None
@@ -53,7 +54,7 @@ class SidecarWriter:
 
     def _open(self, docs_before: int) -> GzipMemberWriter:
         self._file = open(self.path, "wb")
-        writer = self.writer = GzipMemberWriter(self._file, writeback=True)
+        writer = self.writer = GzipMemberWriter(self._file, self._level, writeback=True)
         if docs_before:
             self._flush_text()
             for stub in stub_lines_from_text(self._text_path, docs_before):

@@ -150,6 +150,13 @@ class RangeCounts:
 FILE_START = RangeCounts()
 
 
+class NeedsBefore(BaseException):
+    """A speculative extraction of a range (docs/splitting.md) met what depends on the ranges before
+    it: a drop or a repair (warning line numbers, the file's first 100) or a fallback id. The part is
+    abandoned and the range extracted again once its `before` is known. A BaseException, so no
+    reader's `except Exception` can take it for a bad record."""
+
+
 class ExtractContext:
     """Per-shard context handed to an extractor: where the data is and where drops go.
 
@@ -159,10 +166,13 @@ class ExtractContext:
     file's lines: `drop_at_file_line`). `counting` is set during a count-only pass (nothing is
     logged); `carry` is the format's own state at the end of the range (`RangeCounts.carry`);
     `lines_read`, set by a reader that counted the line ends of the whole range as it read them
-    (text), spares the part writer a second pass over the range for `RangeCounts.lines`."""
+    (text), spares the part writer a second pass over the range for `RangeCounts.lines`;
+    `speculative`: the range is read before the counts of the ranges before it are known, which
+    only a range without drops can be (`NeedsBefore`)."""
 
     def __init__(self, dataset: str, root: Path, ledger: DropLedger | None = None, on_warning=None,
-                 before: RangeCounts = FILE_START, counting: bool = False, max_document_bytes: int = 0):
+                 before: RangeCounts = FILE_START, counting: bool = False, max_document_bytes: int = 0,
+                 speculative: bool = False):
         self.dataset = dataset
         # readers that can see a record's size before parsing it skip one over this (0: no cap)
         self.max_document_bytes = max_document_bytes
@@ -171,6 +181,7 @@ class ExtractContext:
         self._on_warning = on_warning
         self.before = before
         self.counting = counting
+        self.speculative = speculative  # `before` is not known: a drop raises NeedsBefore
         self.carry: Carry | None = None
         self.lines_read: int | None = None  # None: `Splitter.lines` counts them
 
@@ -183,6 +194,8 @@ class ExtractContext:
 
     def drop_at_file_line(self, reason: str, file: InputFile, message: str, line: int | str | None = None) -> None:
         """`drop` for a reader whose lines are already the file's."""
+        if self.speculative:
+            raise NeedsBefore(reason)
         where = f"{self.dataset}/{file.rel}" + (f":{line}" if line is not None else "")
         text = f"{where}: {message} [{reason}]"
         self.ledger.add(reason, text)

@@ -316,6 +316,8 @@ class NewdocSplitter(ByteSplitter):
     """Cuts at a newdoc block (`_NEWDOC_BLOCK`), looking forward however far: a file without one
     stays whole, and the tail after the last one merges into the range before."""
 
+    speculative = True  # its records carry their own ids; a fallback id, drop or repair stops it
+
     search_limit = None
     stop_at_none = True
 

@@ -34,6 +34,8 @@ class LineSplitter(ByteSplitter):
     """Cuts a JSON-lines file right after a `\\n`: `_range_lines` reads `\\n`-ended byte lines, so a
     lone-`\\r` file is not cut (docs/splitting.md)."""
 
+    speculative = True  # its records carry their own ids; a fallback id, drop or repair stops it
+
     def cut_in(self, data: bytes, not_before: int, at_eof: bool) -> int | None:
         nl = data.find(b"\n", max(0, not_before - 1))
         return nl + 1 if nl >= 0 else None

@@ -22,6 +22,14 @@ class Splitter:
 
     carry: type[Carry] | None = None
     unit: ClassVar[Literal["bytes", "rows"]] = "bytes"  # what the cuts count
+    # the format's documents and ids never depend on the ranges before, but through fallback ids,
+    # drops and repairs: a range may be extracted before their counts are known (docs/splitting.md)
+    speculative: ClassVar[bool] = False
+
+    @property
+    def speculates(self) -> bool:
+        """Ranges are extracted speculatively: the format allows it and hands on no carry."""
+        return self.speculative and self.carry is None
 
     def plan(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
         """`(0, cut, ..., end)` for a file over `split_bytes`; `(0, end)`: it stays whole. Reads at

@@ -349,7 +349,7 @@ def test_the_pool_schedule_hands_every_range_the_sum_of_the_ranges_before_it(tmp
 
     def extract(task: int, before: RangeCounts) -> SimpleNamespace:
         seen[task] = before
-        return SimpleNamespace(counts=None if task == len(shards) - 3 else truth[task])
+        return SimpleNamespace(counts=None if task == len(shards) - 3 else truth[task], needs_before=False)
 
     def count(file: InputFile) -> RangeCounts:
         counted.append(file.range.index)
@@ -385,7 +385,7 @@ def test_split_files_that_keep_the_workers_busy_run_one_chain_each_without_count
 
     def extract(task: int, before: RangeCounts) -> SimpleNamespace:
         seen[task] = before
-        return SimpleNamespace(counts=truth[task])
+        return SimpleNamespace(counts=truth[task], needs_before=False)
 
     with ThreadPoolExecutor(2) as pool:
         run_pooled(shards, list(range(len(shards))), lambda t, b: pool.submit(extract, t, b),

@@ -113,3 +113,42 @@ def test_a_partly_staged_version_is_completed_and_a_dropped_one_leaves_nothing(t
     leftover._stop()
     DatasetStore(spec).cleanup()
     assert not leftover.folder.exists()
+
+
+def test_a_split_files_member_is_fed_range_by_range_and_completed_or_cut_back_at_publish(tmp_path):
+    """A split file's one sidecar member is written as its ranges are staged (assembly.MemberFeed):
+    a publish that finds it fed in part, at every point, completes it; a range replaced after it
+    was fed cuts the sidecar back to the member's start, which is fed again. The same bytes always."""
+    cat, spec = _dataset(tmp_path, 1, split_bytes=700)
+    expected = _reference(cat, spec)
+    shards = plan_dataset(spec).shards
+    store = DatasetStore(spec)
+    assert len(shards) > 12 and expected[1] is not None
+    for upto in range(len(shards) + 1):
+        stager, _ = _stage(spec, upto)
+        publish(spec, shards, store, stager=stager)
+        assert _published(spec) == expected, upto
+    middle = [i for i, s in enumerate(shards) if s.files[0].range is not None and 0 < s.files[0].range.index
+              and not s.files[0].range.is_last]
+    stager, _ = _stage(spec)
+    stager._stop()
+    paths = store.part_paths(shards[middle[len(middle) // 2]].key)
+    for path in (paths.text, paths.annotations):
+        copy = path.with_name(path.name + ".copy")
+        copy.write_bytes(path.read_bytes())
+        os.replace(copy, path)
+    assert stager._kept(current_metas(spec, shards, store)) == middle[len(middle) // 2]
+    publish(spec, shards, store, stager=stager)
+    assert _published(spec) == expected
+    # the same inside a member still open: ranges up to `m` fed, range `m` replaced
+    m = next(i for i in middle if shards[i].files[0].rel != "f0.jsonl")  # f0 has no annotations
+    stager, _ = _stage(spec, upto=m + 1)
+    stager._stop()
+    assert stager._member is not None and stager._member.next == m + 1
+    paths = store.part_paths(shards[m].key)
+    for path in (paths.text, paths.annotations):
+        copy = path.with_name(path.name + ".copy")
+        copy.write_bytes(path.read_bytes())
+        os.replace(copy, path)
+    publish(spec, shards, store, stager=stager)
+    assert _published(spec) == expected

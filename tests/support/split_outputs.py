@@ -27,6 +27,7 @@ class Output:
     manifest: dict
     shards: list
     warnings: list
+    stage_seconds: dict | None = None  # the run's stage clock (RunReport.stage_seconds)
 
 
 def extract(root: Path, extractor: str, files: dict[str, bytes], split_bytes: int, workers: int = 1,
@@ -45,7 +46,7 @@ def extract(root: Path, extractor: str, files: dict[str, bytes], split_bytes: in
     manifest.pop("published_at")
     shards = manifest.pop("shards")
     return Output((out / f"{KEY}.jsonl").read_bytes(), sidecar.read_bytes() if sidecar.exists() else None,
-                  manifest, shards, report.warnings)
+                  manifest, shards, report.warnings, report.stage_seconds)
 
 
 def assert_same(split: Output, whole: Output, why: str) -> None:
