@@ -18,105 +18,22 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import partial
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
-
-from zlib_ng import gzip_ng
 
 from .gzipio import GzipMemberWriter, start_writeback
 from .offset_copy import CopyJob, copy_all_at
 from .part_meta import PartMeta
 from .pipeline_clock import StageClock
 from .shards import Shard
-from .sidecar_writer import stub_lines_from_text
+from .sidecar_units import MemberFeed, Source, is_split, publish_units, sidecar_source
 from .store import DatasetStore, PartPaths
-
-# one piece of a published file: a part file, or lines written into one gzip member
-Source = Path | Callable[[], Iterable[bytes]]
 
 _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EACCES}
 _HAS_COPY_RANGE = hasattr(os, "copy_file_range")
 _NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
 _COPY_CHUNK = 1 << 22
 FileStamp = tuple[int, int, int, int] | None  # (inode, size, mtime_ns, ctime_ns); None: no file
-
-
-def publish_units(shards: Sequence[Shard]) -> list[range]:
-    """The shard indexes of each publish unit: one shard, or the consecutive ranges of a split file."""
-    units: list[range] = []
-    start = 0
-    for i in range(1, len(shards) + 1):
-        if i == len(shards) or not _continues(shards[i - 1], shards[i]):
-            units.append(range(start, i))
-            start = i
-    return units
-
-
-def _continues(previous: Shard, shard: Shard) -> bool:
-    """`shard` is a later range of the file `previous` holds a range of."""
-    first = shard.files[0]
-    return first.range is not None and first.range.index > 0 and previous.files[0].rel == first.rel
-
-
-def ranges_sidecar_lines(parts: Sequence[tuple[PartPaths, PartMeta]]) -> Iterator[bytes]:
-    """The sidecar lines of a split file's ranges in order: each range's own lines, or stubs for a
-    range without annotations. Written line by line into one gzip member, they are compressed in
-    the same chunks as the unsplit part's, so into the same bytes (docs/splitting.md)."""
-    for paths, meta in parts:
-        if meta.has_annotations:
-            with gzip_ng.open(paths.annotations, "rb") as fh:
-                yield from fh
-        elif meta.docs:
-            yield from stub_lines_from_text(paths.text)
-
-
-class MemberFeed:
-    """The one gzip member of a split file's sidecar, written range by range as each range is
-    staged, so the publish does not recompress the whole file's annotations after its last range.
-    Opened at the first line: a file whose ranges hold no document gets no member, as before."""
-
-    def __init__(self, out: BinaryIO, group: range):
-        self.group, self.next = group, group.start  # the next range to feed
-        self._out = out
-        self._writer: GzipMemberWriter | None = None
-
-    def feed(self, paths: PartPaths, meta: PartMeta) -> None:
-        for line in ranges_sidecar_lines([(paths, meta)]):
-            if self._writer is None:
-                self._writer = GzipMemberWriter(self._out, threaded=False)
-            self._writer.write(line)
-        self.next += 1
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-
-
-def sidecar_source(store: DatasetStore, group: list[tuple[Shard, PartMeta]]) -> Source | None:
-    """The sidecar piece of one shard, or of the ranges of one split file as one member, written
-    as the unsplit part would have been (docs/splitting.md); stubs rebuilt from the text for a part
-    without annotations; None for a part without documents."""
-    if len(group) > 1 or group[0][0].files[0].range is not None:  # a range's own member is never published
-        if not any(m.docs for _, m in group):
-            return None
-        return partial(ranges_sidecar_lines, [(store.part_paths(s.key), m) for s, m in group])
-    s, m = group[0]
-    paths = store.part_paths(s.key)
-    if m.has_annotations:
-        return paths.annotations
-    return partial(stub_lines_from_text, paths.text) if m.docs else None
-
-
-def _is_split(shard: Shard) -> bool:
-    return shard.files[0].range is not None
-
-
-def sidecar_sources(store: DatasetStore, shards: list[Shard], metas: list[PartMeta]) -> list[Source]:
-    pairs = list(zip(shards, metas, strict=True))
-    sources = (sidecar_source(store, pairs[unit.start:unit.stop]) for unit in publish_units(shards))
-    return [src for src in sources if src is not None]
 
 
 def assemble(path: Path, sources: list[Source]) -> None:
@@ -307,7 +224,7 @@ class VersionStager:
             self._side = open(self.folder / self._side_name, "xb", opener=create_0644)
         while len(self._side_ends) < len(self._groups):
             members = self._groups[len(self._side_ends)]
-            if _is_split(self.shards[members.start]):
+            if is_split(self.shards[members.start]):
                 if not self._feed_member(members, staged, checked):
                     return
                 continue
@@ -328,7 +245,7 @@ class VersionStager:
         if self._side is None:
             return False
         if self._member is None:
-            self._member = MemberFeed(self._side, members)
+            self._member = MemberFeed(self._side, members.start)
         member = self._member
         while member.next < min(staged, members.stop):
             i = member.next

@@ -177,11 +177,8 @@ class PartAccounts:
         lines = 0
         splitter = extractor.splitter
         if splitter is not None and file.range is not None and not file.range.is_last:
-            if self.context.lines_read is not None:  # counted while reading (text): no second pass
-                return RangeCounts(self.docs, self.context.lines_read, self.ledger.total, self.repaired_docs,
-                                   self.context.carry)
-            try:
-                lines = splitter.lines(file)
+            try:  # counted while reading (text), or one more pass over the range
+                lines = self.context.lines_read if self.context.lines_read is not None else splitter.lines(file)
             except OSError:
                 pass  # unreadable: already counted as `unreadable_file`; no later warning names its lines
         return RangeCounts(self.docs, lines, self.ledger.total, self.repaired_docs, self.context.carry)

@@ -10,13 +10,14 @@ import shutil
 import time
 from pathlib import Path
 
-from .assembly import VersionStager, assemble, sidecar_sources
+from .assembly import VersionStager, assemble
 from .catalog import FORMAT_VERSION, DatasetSpec
 from .duplicates import duplicate_uids
 from .length_stats import merged_lengths
 from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops, merged_repairs
 from .shards import Shard
+from .sidecar_units import sidecar_sources
 from .store import (
     MANIFEST,
     MAX_DISCOVERY_WARNINGS,

@@ -179,7 +179,7 @@ def run_pooled(shards: Sequence[Shard], order: Sequence[int],
     chains = chains_per_file(shards, workers)
     counts = [] if speculate else list(book.to_count(chains))
     free = deque(t for t in order if speculate or book.before(shards[t].files[0]) is not None)
-    later = [t for t in order if t not in free]
+    later = [t for t in order if not speculate and book.before(shards[t].files[0]) is None]
     futures: dict[Future, tuple[int, InputFile]] = {}  # a count's task is -1
     settled: set[str] = set()  # split files whose speculation stopped
 

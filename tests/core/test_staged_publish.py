@@ -116,7 +116,7 @@ def test_a_partly_staged_version_is_completed_and_a_dropped_one_leaves_nothing(t
 
 
 def test_a_split_files_member_is_fed_range_by_range_and_completed_or_cut_back_at_publish(tmp_path):
-    """A split file's one sidecar member is written as its ranges are staged (assembly.MemberFeed):
+    """A split file's one sidecar member is written as its ranges are staged (sidecar_units.MemberFeed):
     a publish that finds it fed in part, at every point, completes it; a range replaced after it
     was fed cuts the sidecar back to the member's start, which is fed again. The same bytes always."""
     cat, spec = _dataset(tmp_path, 1, split_bytes=700)
