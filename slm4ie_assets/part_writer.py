@@ -16,6 +16,7 @@ from typing import Protocol
 
 from xxhash import xxh3_64_intdigest
 
+from .assumed_counts import RangeCount
 from .catalog import FORMAT_VERSION, DatasetSpec
 from .document_encoder import Drop, encode_document
 from .extractors.base import (
@@ -35,7 +36,7 @@ from .part_meta import PartMeta
 from .schema import Document
 from .shards import Shard
 from .sidecar_writer import SidecarWriter
-from .store import DatasetStore, OutputWriteError, partial, write_atomic
+from .store import DatasetStore, OutputWriteError, partial, write_atomic, write_durable
 
 Progress = Callable[[int, int, int], None]  # (documents, text bytes, input files finished) so far in this part
 MAX_WARNINGS = 100  # kept verbatim in the meta; the drop counts are always complete
@@ -205,6 +206,8 @@ class PartWriter(PartAccounts):
         self._tmp_text, self._tmp_ann, self._tmp_uids = map(
             partial, (self.paths.text, self.paths.annotations, self.paths.uids))
         self.paths.meta.unlink(missing_ok=True)  # the part is uncommitted from here on
+        self._pending = store.pending_meta(shard.key)
+        self._pending.unlink(missing_ok=True)  # an earlier attempt's, from counts that proved wrong
         super().__init__(spec, before, progress, counting=False)
         self._shard, self._store = shard, store
         try:
@@ -227,8 +230,11 @@ class PartWriter(PartAccounts):
     def _output_error(self, exc: OSError) -> Exception:
         return OutputWriteError.of(self._spec, self._store.parts, exc)
 
-    def commit(self) -> PartMeta:
-        """Make the files durable, move them into place and write the meta that commits them."""
+    def commit(self, pending: bool = False) -> PartMeta:
+        """Make the files durable, move them into place and write the meta that commits them.
+        `pending`: the part rests on assumed counts (docs/splitting.md): its meta is written to
+        `DatasetStore.pending_meta`, and the run commits it (`locked_parts.settle_pending`) once
+        the counts are proven."""
         try:
             has_annotations = self._finish_files()
             os.replace(self._tmp_text, self.paths.text)
@@ -238,9 +244,13 @@ class PartWriter(PartAccounts):
             else:
                 self.paths.annotations.unlink(missing_ok=True)
             meta = self._meta(has_annotations)
-            write_atomic(self.paths.meta, meta.to_json())
+            if pending:
+                write_durable(self._pending, meta.to_json())
+            else:
+                write_atomic(self.paths.meta, meta.to_json())
         except OSError as exc:
             partial(self.paths.meta).unlink(missing_ok=True)
+            self._pending.unlink(missing_ok=True)
             raise OutputWriteError.of(self._spec, self._store.parts, exc) from exc
         return meta
 
@@ -301,11 +311,12 @@ def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: Dat
 
 
 def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
-                       progress: Progress | None = None,
-                       before: RangeCounts | None = FILE_START) -> tuple[PartMeta, RangeCounts]:
+                       progress: Progress | None = None, before: RangeCounts | None = FILE_START,
+                       pending: bool = False) -> tuple[PartMeta, RangeCounts]:
     """`write_part`, plus what the part adds to its file's counts (for the ranges after it).
     `before` None: speculatively (docs/splitting.md), raising NeedsBefore, with every file of the
-    attempt removed, when the part would depend on the ranges before it."""
+    attempt removed, when the part would depend on the ranges before it. `pending`: `before` holds
+    assumed counts, so the meta waits (`PartWriter.commit`)."""
     writer = PartWriter(spec, shard, store, progress, before)
     try:
         for file in shard.files:
@@ -314,11 +325,22 @@ def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, st
             if progress is not None:
                 progress(writer.docs, writer.text_bytes, writer.files_done)
         check_inputs_unchanged(spec.key, shard)
-        meta = writer.commit()
+        meta = writer.commit(pending)
     except BaseException:
         writer.abort()
         raise
     return meta, writer.range_counts(extractor, shard.files[0])
+
+
+def assume_range(spec: DatasetSpec, extractor: Extractor, file: InputFile) -> RangeCount:
+    """The counts of a range this run also extracts: the splitter's unchecked quick count where it
+    has one (`Splitter.assumes`), else `count_range`."""
+    splitter = extractor.splitter
+    if not spec.max_document_bytes and splitter is not None and splitter.assumes:
+        quick = splitter.quick_count(file, checked=False)
+        if quick is not None:
+            return RangeCount(RangeCounts(docs=quick[0], lines=quick[1]), assumed=True)
+    return RangeCount(count_range(spec, extractor, file), assumed=False)
 
 
 def count_range(spec: DatasetSpec, extractor: Extractor, file: InputFile) -> RangeCounts:

@@ -18,7 +18,7 @@ from .catalog import Catalog, DatasetSpec
 from .extractors.base import InputFile, RangeCounts
 from .extractors.registry import get_extractor_class, make_extractor
 from .input_stamps import InputChanged
-from .locked_parts import PartOutcome, outcome_message, write_part_locked
+from .locked_parts import PartOutcome, outcome_message, settle_pending, write_part_locked
 from .locks import LockTimeout, dataset_lock
 from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops
@@ -208,12 +208,15 @@ def _extract_pooled(spec: DatasetSpec, shards: list[Shard], workers: int, counte
     order = sorted(range(len(shards)), key=lambda task: -shards[task].size)
     clock.pool_opened()
     pool, watch = open_pool(spec, shards, workers, counters, period, log)
+    store = DatasetStore(spec)
     with pool:
         run_pooled(shards, order,
-                   lambda task, before: submit_timed(pool, clock, "extract", extract_one, spec, shards[task], task,
-                                                     force, before),
-                   lambda file: submit_timed(pool, clock, "count", count_one, spec, file), report, workers, watch,
-                   POLL_SECONDS, speculate=_speculates(spec))
+                   lambda task, before, pending: submit_timed(pool, clock, "extract", extract_one, spec, shards[task],
+                                                              task, force, before, pending),
+                   lambda file, trusted: submit_timed(pool, clock, "count", count_one, spec, file, trusted), report,
+                   workers, watch, POLL_SECONDS, speculate=_speculates(spec), assume=_assumes(spec),
+                   settle=lambda task, outcome, proven: settle_pending(spec, store, shards[task], outcome, proven,
+                                                                       log))
 
 
 def _speculates(spec: DatasetSpec) -> bool:
@@ -221,6 +224,13 @@ def _speculates(spec: DatasetSpec) -> bool:
     (`Splitter.speculates`, docs/splitting.md)."""
     splitter = get_extractor_class(spec.extractor).splitter
     return splitter is not None and splitter.speculates
+
+
+def _assumes(spec: DatasetSpec) -> bool:
+    """A range the run extracts may be counted on trust (`Splitter.assumes`, assumed_counts.py):
+    only where a range's own counts never depend on the ranges before it (no carry)."""
+    splitter = get_extractor_class(spec.extractor).splitter
+    return splitter is not None and splitter.assumes and splitter.carry is None and not splitter.speculates
 
 
 # ----------------------------------------------------------------------------- one call

@@ -5,11 +5,12 @@ dataset and kept for the worker's next task."""
 import os
 from collections.abc import Callable
 
+from .assumed_counts import RangeCount
 from .catalog import DatasetSpec
 from .extractors.base import FILE_START, Extractor, InputFile, RangeCounts
 from .extractors.registry import make_extractor
 from .locked_parts import PartOutcome, write_part_in_worker
-from .part_writer import count_range
+from .part_writer import assume_range, count_range
 from .progress import pool_worker_hook
 from .shards import Shard
 from .stalls import mark_started
@@ -17,18 +18,23 @@ from .store import DatasetStore
 
 
 def extract_one(spec: DatasetSpec, shard: Shard, task: int, force: bool,
-                before: RangeCounts | None = FILE_START) -> PartOutcome:
+                before: RangeCounts | None = FILE_START, pending: bool = False) -> PartOutcome:
     """Pool worker: rebuild the extractor from the picklable spec and write one part (a range of a
-    split file continues where `before` says; None: speculatively, docs/splitting.md)."""
+    split file continues where `before` says; None: speculatively; `pending`: from assumed counts,
+    docs/splitting.md)."""
     mark_started(task)
     extractor = worker_extractor(spec)
     with pool_worker_hook(task, shard) as hook:
-        return write_part_in_worker(spec, extractor, shard, DatasetStore(spec), force, hook, before)
+        return write_part_in_worker(spec, extractor, shard, DatasetStore(spec), force, hook, before, pending)
 
 
-def count_one(spec: DatasetSpec, file: InputFile) -> RangeCounts:
-    """Pool worker: the count-only pass over one range of a split file (nothing is written)."""
-    return count_range(spec, worker_extractor(spec), file)
+def count_one(spec: DatasetSpec, file: InputFile, assume: bool = False) -> RangeCount:
+    """Pool worker: the count-only pass over one range of a split file (nothing is written);
+    `assume`: the range is extracted in this run too, so an assumed count will do."""
+    extractor = worker_extractor(spec)
+    if assume:
+        return assume_range(spec, extractor, file)
+    return RangeCount(count_range(spec, extractor, file), assumed=False)
 
 
 _CACHE: dict = {}

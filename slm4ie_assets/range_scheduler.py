@@ -10,8 +10,9 @@ counts first, then the ready range furthest into its file, then whole files and 
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from .assumed_counts import Proofs, RangeCount, RangeKey, range_key
 from .extractors.base import InputFile, RangeCounts
 from .shards import Shard
 
@@ -62,6 +63,22 @@ class RangeBook:
         if file.range is not None:
             self._known.setdefault(file.rel, {}).setdefault(file.range.index, counts)
 
+    def knows(self, file: InputFile) -> bool:
+        return file.range is not None and file.range.index in self._known.get(file.rel, {})
+
+    def correct(self, file: InputFile, counts: RangeCounts) -> None:
+        """Replace an assumed count proven wrong (assumed_counts.py) by the range's real one."""
+        assert file.range is not None
+        self._known[file.rel][file.range.index] = counts
+
+    def extracted_here(self, file: InputFile) -> bool:
+        """The range is among the run's shards: its own extraction reports its real counts."""
+        return file.range is not None and file.range.index in self._extracted.get(file.rel, set())
+
+    def range_file(self, key: RangeKey) -> InputFile:
+        rel, index = key
+        return self._upto[rel].range_of(index)
+
     def before(self, file: InputFile) -> RangeCounts | None:
         """Where `file` continues (zeros for a whole file or a first range); None while unknown."""
         if file.range is None or file.range.index == 0:
@@ -110,13 +127,17 @@ def chains_per_file(shards: Sequence[Shard], workers: int) -> int:
 
 class Outcome(Protocol):
     """What an extraction task reports: the counts its range adds (None: another run wrote it, or a
-    speculative attempt stopped, `needs_before`)."""
+    speculative attempt stopped, `needs_before`); `pending`: written from assumed counts, its meta
+    waits (assumed_counts.py)."""
 
     @property
     def counts(self) -> RangeCounts | None: ...
 
     @property
     def needs_before(self) -> bool: ...
+
+    @property
+    def pending(self) -> bool: ...
 
 
 OutcomeT = TypeVar("OutcomeT", bound=Outcome)
@@ -158,11 +179,15 @@ def _range_index(shard: Shard) -> int:
     return -1 if rng is None else rng.index
 
 
-def run_pooled(shards: Sequence[Shard], order: Sequence[int],
-               submit_extract: Callable[[int, RangeCounts | None], Future[OutcomeT]],
-               submit_count: Callable[[InputFile], Future[RangeCounts]], report: Callable[[int, OutcomeT], None],
-               workers: int = 2, watch: Callable[[list[int]], None] | None = None, poll: float = 1.0,
-               speculate: bool = False) -> None:
+SubmitExtract = Callable[[int, RangeCounts | None, bool], Future[OutcomeT]]
+SubmitCount = Callable[[InputFile, bool], Future[RangeCount]]
+Settle = Callable[[int, OutcomeT, bool], OutcomeT]
+
+
+def run_pooled(shards: Sequence[Shard], order: Sequence[int], submit_extract: SubmitExtract[OutcomeT],
+               submit_count: SubmitCount, report: Callable[[int, OutcomeT], None], workers: int = 2,
+               watch: Callable[[list[int]], None] | None = None, poll: float = 1.0, speculate: bool = False,
+               assume: bool = False, settle: Settle[OutcomeT] | None = None) -> None:
     """Run the extraction of `shards` (task = index, in `order`) in a pool of `workers`, keeping
     one task per worker in flight so the next pick is made when a worker frees: first the count-only
     passes that let each split file run as several chains of ranges (`chains_per_file`), then
@@ -174,63 +199,146 @@ def run_pooled(shards: Sequence[Shard], order: Sequence[int],
     free from the start, and one whose `before` is not known yet is extracted speculatively
     (`before` None). The first range of a file that comes back `needs_before` settles that file:
     its ranges not started yet wait for their counts, and the count-only passes the chains need
-    (those not known or in flight) are queued, as without speculation."""
-    book = RangeBook(list(shard_inputs(shards)))
-    chains = chains_per_file(shards, workers)
-    counts = [] if speculate else list(book.to_count(chains))
-    free = deque(t for t in order if speculate or book.before(shards[t].files[0]) is not None)
-    later = [t for t in order if not speculate and book.before(shards[t].files[0]) is None]
-    futures: dict[Future, tuple[int, InputFile]] = {}  # a count's task is -1
-    settled: set[str] = set()  # split files whose speculation stopped
+    (those not known or in flight) are queued, as without speculation.
 
-    def settle(rel: str) -> None:
-        settled.add(rel)
-        waiting = [t for t in free if shards[t].files[0].rel == rel and book.before(shards[t].files[0]) is None]
+    `assume` (the format's `Splitter.assumes`, assumed_counts.py): a range this run extracts is
+    counted on trust; a part whose `before` holds such a count is submitted `pending` and handed
+    to `settle` (with whether its counts were proven) before it is reported, or extracted again."""
+    run = _PoolRun(shards, order, submit_extract, submit_count, workers, speculate, assume)
+    try:
+        run.fill_slots()
+        while run.futures:
+            done, _ = wait(run.futures, timeout=None if watch is None else poll, return_when=FIRST_COMPLETED)
+            if watch is not None:
+                watch([task for fut, (task, _file, _rests) in run.futures.items() if fut not in done])
+            for fut in done:
+                finished = run.finish(fut)
+                if finished is not None:
+                    report(*finished)
+            for held, proven in run.proofs.decided():
+                assert settle is not None, "a pending part needs `settle`"
+                outcome = settle(held.task, held.outcome, proven)
+                if proven:
+                    report(held.task, outcome)
+                else:
+                    run.requeue(held.task)  # its `before` is right now: extracted again
+            run.fill_slots()
+    except BaseException:
+        for f in run.futures:
+            f.cancel()
+        raise
+    assert not run.later, "every range's earlier ranges were counted"
+    assert not run.proofs.holding, "every assumed count was proven"
+
+
+class _PoolRun(Generic[OutcomeT]):
+    """What `run_pooled` knows and has in flight."""
+
+    def __init__(self, shards: Sequence[Shard], order: Sequence[int], submit_extract: SubmitExtract[OutcomeT],
+                 submit_count: SubmitCount, workers: int, speculate: bool, assume: bool):
+        self.shards, self.workers, self.assume = shards, workers, assume
+        self._submit_extract, self._submit_count = submit_extract, submit_count
+        self.book = book = RangeBook(list(shard_inputs(shards)))
+        self.chains = chains_per_file(shards, workers)
+        self.counts = [] if speculate else list(book.to_count(self.chains))
+        self.free = deque(t for t in order if speculate or book.before(shards[t].files[0]) is not None)
+        self.later = [t for t in order if not speculate and book.before(shards[t].files[0]) is None]
+        # a count's task is -1; the assumed counts an extraction's `before` rests on
+        self.futures: dict[Future, tuple[int, InputFile, frozenset[RangeKey]]] = {}
+        self.settled: set[str] = set()  # split files whose speculation stopped
+        self.proofs: Proofs[OutcomeT] = Proofs()
+        self.checked: set[RangeKey] = set()  # assumed counts to prove by a checked count
+        self._task_of = {range_key(s.files[0]): t for t, s in enumerate(shards) if s.files[0].range is not None}
+        self._queued = set(self.free) | set(self.later)  # tasks not started, or to start again
+
+    def requeue(self, task: int) -> None:
+        self.later.append(task)
+        self._queued.add(task)
+
+    def _pick(self) -> tuple[int, RangeCounts | None] | None:
+        """While no range whose own count is assumed is being extracted, the lowest such range
+        that is ready: one worker walks the ranges counted on trust in order, proving their counts
+        as early as the chains allow (the sooner a wrong one is found, the fewer parts rest on it),
+        while the others go on with `_next_extraction` (the chains)."""
+        unproven = set(self.proofs.unproven())
+        picked: tuple[int, RangeCounts | None] | None = None
+        if unproven and not any(t >= 0 and f.range is not None and range_key(f) in unproven
+                                for t, f, _r in self.futures.values()):
+            proving = [t for t in (self._task_of[k] for k in unproven) if t in self._queued]
+            ready = [(t, b) for t in proving if (b := self.book.before(self.shards[t].files[0])) is not None]
+            if ready:
+                picked = min(ready, key=lambda tb: _range_index(self.shards[tb[0]]))
+                (self.later if picked[0] in self.later else self.free).remove(picked[0])
+        if picked is None:
+            picked = _next_extraction(self.book, self.shards, self.later, self.free)
+        if picked is not None:
+            self._queued.discard(picked[0])
+        return picked
+
+    def settle_file(self, rel: str) -> None:
+        """A speculative range of `rel` needs its `before`: its unstarted ranges wait for their counts."""
+        self.settled.add(rel)
+        shards, book = self.shards, self.book
+        waiting = [t for t in self.free if shards[t].files[0].rel == rel and book.before(shards[t].files[0]) is None]
         for t in waiting:
-            free.remove(t)
-            later.append(t)
-        busy = {f.range.index for _t, f in futures.values() if f.rel == rel and f.range is not None}
-        counts.extend(f for f in book.to_count_in(rel, chains) if f.range is not None and f.range.index not in busy)
+            self.free.remove(t)
+            self.later.append(t)
+        busy = {f.range.index for _t, f, _r in self.futures.values() if f.rel == rel and f.range is not None}
+        self.counts.extend(f for f in book.to_count_in(rel, self.chains)
+                           if f.range is not None and f.range.index not in busy)
 
-    def fill_slots() -> None:
-        while len(futures) < workers:
-            if counts:
-                file = counts.pop(0)
-                futures[submit_count(file)] = (-1, file)
+    def fill_slots(self) -> None:
+        while len(self.futures) < self.workers:
+            if self.counts:
+                file = self.counts.pop(0)
+                trusted = self.assume and self.book.extracted_here(file) and range_key(file) not in self.checked
+                self.futures[self._submit_count(file, trusted)] = (-1, file, frozenset())
                 continue
-            picked = _next_extraction(book, shards, later, free)
+            picked = self._pick()
             if picked is None:
-                if not futures and later:  # an earlier range was made current by another run meanwhile
-                    counts.extend({f for t in later for f in book.missing_before(shards[t].files[0])})
-                    if counts:
+                if not self.futures and (self.later or self.proofs.holding):
+                    self._count_what_is_missing()
+                    if self.counts:
                         continue
                 return
             task, before = picked
-            futures[submit_extract(task, before)] = (task, shards[task].files[0])
+            file = self.shards[task].files[0]
+            rests = self.proofs.rests_on(file) if before is not None else frozenset()
+            self.futures[self._submit_extract(task, before, bool(rests))] = (task, file, rests)
 
-    try:
-        fill_slots()
-        while futures:
-            done, _ = wait(futures, timeout=None if watch is None else poll, return_when=FIRST_COMPLETED)
-            if watch is not None:
-                watch([task for fut, (task, _file) in futures.items() if fut not in done])
-            for fut in done:
-                task, file = futures.pop(fut)
-                result = fut.result()
-                if task < 0:
-                    book.record(file, result)
-                    continue
-                if result.needs_before:  # a speculative attempt stopped: it waits for its `before`
-                    later.append(task)
-                    if file.rel not in settled:
-                        settle(file.rel)
-                    continue
-                if result.counts is not None:
-                    book.record(file, result.counts)
-                report(task, result)
-            fill_slots()
-    except BaseException:
-        for f in futures:
-            f.cancel()
-        raise
-    assert not later, "every range's earlier ranges were counted"
+    def _count_what_is_missing(self) -> None:
+        """Nothing in flight, yet ranges wait: an earlier range was made current by another run
+        meanwhile (its counts never came), or an assumed count has no extraction left to prove it."""
+        self.counts.extend({f for t in self.later for f in self.book.missing_before(self.shards[t].files[0])})
+        for key in self.proofs.unproven():
+            self.checked.add(key)
+            self.counts.append(self.book.range_file(key))
+
+    def learn(self, file: InputFile, counts: RangeCounts, real: bool) -> None:
+        """A range's counts came in: recorded when new (as assumed unless `real`), else they prove
+        or correct an assumed one."""
+        if not self.book.knows(file):
+            self.book.record(file, counts)
+            if not real:
+                self.proofs.assume(file, counts)
+        elif real and not self.proofs.prove(file, counts):
+            self.book.correct(file, counts)
+
+    def finish(self, fut: Future) -> tuple[int, OutcomeT] | None:
+        """Take in a finished task; the (task, outcome) to report now, if any."""
+        task, file, rests = self.futures.pop(fut)
+        result = fut.result()
+        if task < 0:
+            self.learn(file, result.counts, real=not result.assumed)
+            return None
+        if result.needs_before:  # a speculative attempt stopped: it waits for its `before`
+            self.requeue(task)
+            if file.rel not in self.settled:
+                self.settle_file(file.rel)
+            return None
+        if result.counts is not None:
+            self.learn(file, result.counts, real=True)
+        if result.pending:
+            self.proofs.hold(task, result, rests)
+            return None
+        return task, result

@@ -71,11 +71,16 @@ def fsync_dir(path: Path) -> None:
 def write_atomic(path: Path, data: bytes) -> None:
     """`path` holds `data` whole, durably, or keeps what it held (a `.partial` may be left on error)."""
     tmp = partial(path)
-    with open(tmp, "wb") as fh:
+    write_durable(tmp, data)
+    os.replace(tmp, path)
+
+
+def write_durable(path: Path, data: bytes) -> None:
+    """`data` in `path`, on disk before this returns (the first half of `write_atomic`)."""
+    with open(path, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def read_manifest(version: Path) -> Manifest:
@@ -112,6 +117,13 @@ class DatasetStore:
         base = self.parts / self.part_id(shard_key)
         return PartPaths(base.with_suffix(".jsonl"), base.with_suffix(".ann.gz"), base.with_suffix(".uids"),
                          base.with_suffix(".meta.json"))
+
+    def pending_meta(self, shard_key: str) -> Path:
+        """Where a part written from assumed counts keeps its meta until the counts are proven
+        (docs/splitting.md, "Assumed counts"): a `.partial` name, so clean-up removes it and the
+        part's files with it, and no reader takes the part for committed."""
+        meta = self.part_paths(shard_key).meta
+        return partial(meta.with_name(meta.name + ".pending"))
 
     def shard_lock(self, shard_key: str) -> Path:
         return self.shard_locks / f"{self.part_id(shard_key)}.lock"

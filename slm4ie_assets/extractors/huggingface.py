@@ -167,7 +167,7 @@ class RowSplitter(Splitter):
         assert file.range is not None
         return file.range.cuts[file.range.index + 1] - file.range.start
 
-    def quick_count(self, file: InputFile) -> tuple[int, int] | None:
+    def quick_count(self, file: InputFile, checked: bool = True) -> tuple[int, int] | None:
         """(documents, rows) from Arrow buffers when provably no row is skipped: no null or blank
         text, every other column of values JSON holds (D20) and the encoder writes as they are (D1
         repairs nothing an Arrow column yields). Otherwise None: the count-only pass extracts."""

@@ -41,10 +41,18 @@ class Splitter:
         """What the range adds to the line numbers of later ranges: its line ends (ADDENDUM 3.2)."""
         return count_line_ends(file)
 
-    def quick_count(self, file: InputFile) -> tuple[int, int] | None:
+    def quick_count(self, file: InputFile, checked: bool = True) -> tuple[int, int] | None:
         """(documents written, `lines`) of a range, cheaper than extracting it, or None: the
-        count-only pass extracts it. Only when provably nothing in it is dropped or repaired."""
+        count-only pass extracts it. Only when provably nothing in it is dropped or repaired.
+        `checked` False (only where `assumes`): cheaper still, and right only if the range holds
+        nothing that is dropped or repaired, which its own extraction in the same run proves."""
         return None
+
+    @property
+    def assumes(self) -> bool:
+        """`quick_count(checked=False)` is cheaper than the checked count (docs/splitting.md,
+        "Assumed counts")."""
+        return False
 
 
 class ByteSplitter(Splitter):

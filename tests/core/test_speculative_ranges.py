@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from slm4ie_assets.assumed_counts import RangeCount
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.extractors.base import InputFile, NeedsBefore, RangeCounts, discover
 from slm4ie_assets.extractors.coleslaw import ColeslawExtractor
@@ -117,18 +118,18 @@ def test_the_schedule_extracts_again_what_needs_its_before_and_hands_it_the_exac
 
     def extract_task(task: int, before: RangeCounts | None) -> SimpleNamespace:
         if before is None and task in stops:
-            return SimpleNamespace(counts=None, needs_before=True)
+            return SimpleNamespace(counts=None, needs_before=True, pending=False)
         assert task not in kept
         kept[task] = before
-        return SimpleNamespace(counts=truth[task], needs_before=False)
+        return SimpleNamespace(counts=truth[task], needs_before=False, pending=False)
 
-    def count(file: InputFile) -> RangeCounts:
+    def count(file: InputFile) -> RangeCount:
         counted.append(file.range.index)
-        return truth[file.range.index]
+        return RangeCount(truth[file.range.index], assumed=False)
 
     with ThreadPoolExecutor(workers) as pool:
-        run_pooled(shards, list(range(len(shards))), lambda t, b: pool.submit(extract_task, t, b),
-                   lambda f: pool.submit(count, f), lambda t, r: None, workers, speculate=True)
+        run_pooled(shards, list(range(len(shards))), lambda t, b, _p: pool.submit(extract_task, t, b),
+                   lambda f, _trusted: pool.submit(count, f), lambda t, r: None, workers, speculate=True)
     assert sorted(kept) == list(range(len(shards)))
     for task, before in kept.items():
         want = sum(truth[:task], RangeCounts())

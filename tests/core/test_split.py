@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import slm4ie_assets.extractors.text as text_module
+from slm4ie_assets.assumed_counts import RangeCount
 from slm4ie_assets.catalog import DEFAULT_SPLIT_BYTES, CatalogError, load_catalog
 from slm4ie_assets.extractors.base import ExtractContext, InputFile, RangeCounts, discover
 from slm4ie_assets.extractors.coleslaw import ShadowCarry
@@ -349,15 +350,16 @@ def test_the_pool_schedule_hands_every_range_the_sum_of_the_ranges_before_it(tmp
 
     def extract(task: int, before: RangeCounts) -> SimpleNamespace:
         seen[task] = before
-        return SimpleNamespace(counts=None if task == len(shards) - 3 else truth[task], needs_before=False)
+        counts = None if task == len(shards) - 3 else truth[task]
+        return SimpleNamespace(counts=counts, needs_before=False, pending=False)
 
-    def count(file: InputFile) -> RangeCounts:
+    def count(file: InputFile) -> RangeCount:
         counted.append(file.range.index)
-        return truth[file.range.index]
+        return RangeCount(truth[file.range.index], assumed=False)
 
     with ThreadPoolExecutor(workers) as pool:
-        run_pooled(shards, list(range(len(shards))), lambda t, b: pool.submit(extract, t, b),
-                   lambda f: pool.submit(count, f), lambda t, r: None, workers)
+        run_pooled(shards, list(range(len(shards))), lambda t, b, _p: pool.submit(extract, t, b),
+                   lambda f, _trusted: pool.submit(count, f), lambda t, r: None, workers)
     expected = RangeCounts()
     for task in range(len(shards)):
         assert seen[task] == expected, task
@@ -385,11 +387,11 @@ def test_split_files_that_keep_the_workers_busy_run_one_chain_each_without_count
 
     def extract(task: int, before: RangeCounts) -> SimpleNamespace:
         seen[task] = before
-        return SimpleNamespace(counts=truth[task], needs_before=False)
+        return SimpleNamespace(counts=truth[task], needs_before=False, pending=False)
 
     with ThreadPoolExecutor(2) as pool:
-        run_pooled(shards, list(range(len(shards))), lambda t, b: pool.submit(extract, t, b),
-                   lambda f: pool.submit(counted.append, f), lambda t, r: None, 2)
+        run_pooled(shards, list(range(len(shards))), lambda t, b, _p: pool.submit(extract, t, b),
+                   lambda f, _trusted: pool.submit(counted.append, f), lambda t, r: None, 2)
     assert counted == []
     for task, shard in enumerate(shards):
         earlier = [t for t, s in enumerate(shards) if s.files[0].rel == shard.files[0].rel
