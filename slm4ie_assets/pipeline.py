@@ -227,10 +227,9 @@ def _speculates(spec: DatasetSpec) -> bool:
 
 
 def _assumes(spec: DatasetSpec) -> bool:
-    """A range the run extracts may be counted on trust (`Splitter.assumes`, assumed_counts.py):
-    only where a range's own counts never depend on the ranges before it (no carry)."""
+    """A range the run extracts may be counted on trust (`Splitter.assumes`, assumed_counts.py)."""
     splitter = get_extractor_class(spec.extractor).splitter
-    return splitter is not None and splitter.assumes and splitter.carry is None and not splitter.speculates
+    return splitter is not None and splitter.assumes
 
 
 # ----------------------------------------------------------------------------- one call

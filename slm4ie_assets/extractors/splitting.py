@@ -25,6 +25,8 @@ class Splitter:
     # the format's documents and ids never depend on the ranges before, but through fallback ids,
     # drops and repairs: a range may be extracted before their counts are known (docs/splitting.md)
     speculative: ClassVar[bool] = False
+    # `quick_count(checked=False)` is cheaper than the checked count (docs/splitting.md, "Assumed counts")
+    unchecked_count: ClassVar[bool] = False
 
     @property
     def speculates(self) -> bool:
@@ -50,9 +52,9 @@ class Splitter:
 
     @property
     def assumes(self) -> bool:
-        """`quick_count(checked=False)` is cheaper than the checked count (docs/splitting.md,
-        "Assumed counts")."""
-        return False
+        """Ranges the run also extracts are counted on trust: the format has an unchecked count, and
+        a range's own counts never depend on the ranges before it (no carry, no speculation)."""
+        return self.unchecked_count and self.carry is None and not self.speculates
 
 
 class ByteSplitter(Splitter):
