@@ -31,7 +31,7 @@ def _task(_: int) -> int:
 
 def child(method: str, workers: int) -> None:
     sys.path.insert(0, str(REPO))
-    from slm4ie_assets.worker_pool import PRELOAD
+    from slm4ie_assets.pool_server import PRELOAD
 
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":

@@ -140,15 +140,17 @@ def child(yaml_path: str, workers: int) -> None:
     sys.path.insert(0, str(REPO))
     from bench.children import reap_pool_workers
     from slm4ie_assets.catalog import load_catalog
-    from slm4ie_assets.pipeline import extract_dataset
+    from slm4ie_assets.pool_server import start_early
 
     catalog = load_catalog(yaml_path)
+    start_early(workers)  # as `slm4ie extract` does, before it imports the pipeline
+    from slm4ie_assets.pipeline import extract_dataset
+
     (key,) = catalog.datasets
     report = extract_dataset(catalog.dataset(key), catalog, force=True, workers=workers)
     reap_pool_workers()  # so the parent's os.wait4 counts the workers' CPU
-    text = catalog.dataset(key).text_path
-    print(json.dumps({"shards": report.shards, "stages": report.stage_seconds, "digest": _digest(text),
-                      "bytes": text.stat().st_size}))
+    print(json.dumps({"shards": report.shards, "stages": report.stage_seconds,
+                      "text": str(catalog.dataset(key).text_path)}))
 
 
 def _digest(path: Path) -> str:
@@ -179,7 +181,9 @@ def measure(yaml_path: Path, workers: int) -> dict:
             err.seek(0)
             raise RuntimeError(f"child {yaml_path} x{workers} failed:\n{err.read().decode(errors='replace')[-3000:]}")
     result = json.loads(out.decode().strip().splitlines()[-1])
-    result.update(wall=wall, cpu=ru.ru_utime + ru.ru_stime, maxrss_mb=ru.ru_maxrss / 1024)
+    text = Path(result["text"])  # hashed here, after the child's clock: checking the bytes is not the job
+    result.update(wall=wall, cpu=ru.ru_utime + ru.ru_stime, maxrss_mb=ru.ru_maxrss / 1024, digest=_digest(text),
+                  bytes=text.stat().st_size)
     return result
 
 

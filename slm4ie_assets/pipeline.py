@@ -5,7 +5,6 @@ Dagster instance. Every step is a pure function of the raw tree and the config.
 """
 
 import multiprocessing
-import os
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -24,6 +23,7 @@ from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops
 from .part_writer import count_range
 from .pipeline_clock import StageClock
+from .pool_server import effective_workers
 from .pool_worker import count_one, extract_one
 from .progress import (
     Counters,
@@ -64,12 +64,6 @@ class DatasetPlan:
     unreadable: list[str] = field(default_factory=list)  # D6: "<key>/<entry> [unreadable_path]"
     progress_seconds: float | None = None  # between progress lines; None: progress.progress_interval()
     clock: StageClock = field(default_factory=StageClock)  # seconds per stage (pipeline_clock.py)
-
-
-def effective_workers(requested: int | None, default: int) -> int:
-    n = default if requested is None else requested
-    cpus = os.cpu_count() or 1
-    return cpus if n <= 0 else max(1, n)
 
 
 def lock_path(spec: DatasetSpec) -> Path:

@@ -1,11 +1,11 @@
 """The process pool a run extracts with (pipeline.extract_parts).
 
-Workers fork from a forkserver that has imported `pool_worker` (the part writer and the
-extractors, not Dagster, the catalog loader or the publish) once, so each new worker costs a fork,
-not an interpreter start and ~0.2 s of imports: at 16 workers that was ~3 CPU seconds a run. The
-server is started once per process and may be older than the run: each worker takes the run's
-environment and working folder in its initializer, as a spawned one would. Every task is timed in
-its worker for the run's stage clock (pipeline_clock.py).
+Workers fork from a forkserver (pool_server.py) that has imported `pool_worker` (the part writer
+and the extractors, not Dagster or the publish) once, so each new worker costs a fork, not an
+interpreter start and ~0.2 s of imports: at 16 workers that was ~3 CPU seconds a run. The server is
+started once per process (or early: `pool_server.start_early`) and may be older than the run: each
+worker takes the run's environment and working folder in its initializer, as a spawned one would.
+Every task is timed in its worker for the run's stage clock (pipeline_clock.py).
 """
 
 import multiprocessing
@@ -16,23 +16,13 @@ from typing import TypeVar
 
 from .catalog import DatasetSpec
 from .pipeline_clock import StageClock, Timed, timed_call
+from .pool_server import pool_context
 from .pool_worker import start_worker
 from .progress import Counters, Log, init_pool_worker
 from .shards import Shard
 from .stalls import StallLimits, StallWatch, init_watched_worker
 
-PRELOAD = ["slm4ie_assets.pool_worker", "slm4ie_assets.pipeline_clock"]
-
 T = TypeVar("T")
-
-
-def pool_context() -> multiprocessing.context.BaseContext:
-    """forkserver where the platform has it (it is safe with threads in the parent), else spawn."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)  # read when the server starts: once per process
-    return ctx
 
 
 def open_pool(spec: DatasetSpec, shards: list[Shard], workers: int, counters: Counters | None, period: float,

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..catalog import Catalog, CatalogError, DatasetSpec, load_catalog
+from ..pool_server import effective_workers, start_early
 
 
 class UsageError(Exception):
@@ -73,10 +74,12 @@ def dataset(catalog: Catalog, key: str) -> DatasetSpec:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    from . import look, run
-
     catalog = load_catalog(args.config)
     spec = dataset(catalog, args.key)
+    if args.command == "extract":  # the pool's server imports on another core while we import the pipeline
+        start_early(effective_workers(args.workers, catalog.max_workers))
+    from . import look, run
+
     if args.command == "inspect":
         return look.inspect(spec, args)
     if args.command == "stats":

@@ -1,0 +1,81 @@
+"""The pool's forkserver started early (pool_server.py, docs/splitting.md "Fixed costs"): the pool
+then forks from that same server, and the server's preload stays free of what workers never use."""
+
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slm4ie_assets.pool_server import PRELOAD, effective_workers, start_early
+
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
+HAS_FORKSERVER = "forkserver" in multiprocessing.get_all_start_methods()
+
+
+def test_one_worker_starts_no_server():
+    assert start_early(1) is False
+    assert start_early(0) is False
+
+
+def test_effective_workers():
+    assert effective_workers(None, 3) == 3
+    assert effective_workers(2, 3) == 2
+    assert effective_workers(0, 3) == (os.cpu_count() or 1)
+    assert effective_workers(None, -1) == (os.cpu_count() or 1)
+
+
+_CHILD = """
+import os, sys
+from multiprocessing import forkserver
+from slm4ie_assets.pool_server import start_early
+assert start_early(2)
+early = forkserver._forkserver._forkserver_pid
+from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.pipeline import extract_dataset
+cat = load_catalog(sys.argv[1])
+report = extract_dataset(cat.dataset("t"), cat, force=True, workers=2)
+assert forkserver._forkserver._forkserver_pid == early, "the pool started a second server"
+print(report.shards, sorted(report.stage_seconds))
+"""
+
+
+@pytest.mark.skipif(not HAS_FORKSERVER, reason="no forkserver on this platform")
+def test_a_pool_forks_from_the_server_started_early(tmp_path):
+    raw = tmp_path / "raw" / "t"
+    raw.mkdir(parents=True)
+    (raw / "a.txt").write_text("".join(f"block {i}\nline two\n\n" for i in range(3000)))
+    config = tmp_path / "extract.yaml"
+    config.write_text(f"input_dir: {tmp_path / 'raw'}\noutput_dir: {tmp_path / 'out'}\n"
+                      "datasets:\n  t:\n    extractor: text\n    domain: web\n    split_bytes: 8192\n")
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(config)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert out.returncode == 0, out.stderr
+    shards = int(out.stdout.split()[0])
+    assert shards > 2  # split, so the run really pooled
+    blocks = (tmp_path / "out" / "t.jsonl").read_text().splitlines()
+    assert len(blocks) == 3000
+
+
+def test_the_preload_imports_no_yaml_or_cron_parser():
+    """Workers unpickle specs but never read extract.yaml: the server's imports stay lean."""
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in PRELOAD)
+            + "print(sorted(m for m in ('yaml', 'croniter', 'dateutil', 'dagster') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_start_early_is_idempotent_in_a_process():
+    code = ("from multiprocessing import forkserver\nfrom slm4ie_assets.pool_server import start_early\n"
+            "start_early(2); a = forkserver._forkserver._forkserver_pid\n"
+            "start_early(4); b = forkserver._forkserver._forkserver_pid\n"
+            "assert a is not None and a == b, (a, b)\n")
+    if not HAS_FORKSERVER:
+        pytest.skip("no forkserver on this platform")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert out.returncode == 0, out.stderr
