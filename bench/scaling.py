@@ -9,9 +9,12 @@ are generated once per case (bench.generate's writers; a big text file is one ge
 block written again and again, which the extraction cannot tell from fresh text). The baseline of
 every case is one worker with splitting off (`split_bytes: 0`): the reference bytes and time.
 
-Each measured run is a fresh child process (`python -m bench.scaling --child ...`) calling
-`extract_dataset(force=True)`, so imports, pool start-up, planning and publishing are all in the
-wall time. The child reports the pipeline's own stage clock (`RunReport.stage_seconds`, see
+Each measured run is a fresh child process (`python -m bench.scaling --child ...`) that does what
+`slm4ie extract` does (reads extract.yaml, starts the pool's server early, imports the pipeline)
+and calls `extract_dataset(force=True)`, so imports, pool start-up, planning and publishing are all
+in the wall time; the parent hashes the output after the child's clock stops. The runs of a case
+are interleaved (1w, 2w, 1w, 2w, ...), so a drift in the machine's speed reaches both sides of
+every ratio. The child reports the pipeline's own stage clock (`RunReport.stage_seconds`, see
 pipeline_clock.py): the serial stages (plan, pool start, the publish tail after the last part)
 in wall seconds, and the pooled ones (count, extract) in worker seconds summed over the workers.
 The parent adds CPU seconds of the whole process tree (os.wait4), the peak RSS of its largest
@@ -192,20 +195,23 @@ def run_case(root: Path, case: Case, workers_list: list[int], runs: int) -> list
     mb = sum(p.stat().st_size for p in raw.iterdir() if p.is_file() and not p.name.startswith(".")) / 1e6
     baseline_yaml = write_catalog(root, case, raw, 0)
     split = None if case.split_mib is None else case.split_mib << 20
-    rows = []
-    for label, yaml_path, w in [("1w unsplit", baseline_yaml, 1)] + [
-            (f"{w}w", write_catalog(root, case, raw, split), w) for w in workers_list]:
-        results = []
-        for _ in range(runs):
+    configs = [("1w unsplit", baseline_yaml, 1)] + [
+        (f"{w}w", write_catalog(root, case, raw, split), w) for w in workers_list]
+    results: dict[str, list[dict]] = {label: [] for label, _, _ in configs}
+    for _ in range(runs):  # interleaved, so that a drift in the machine's speed reaches every ratio alike
+        for label, yaml_path, w in configs:
             shutil.rmtree(root / "out", ignore_errors=True)  # every run from nothing: no old version to retire
-            results.append(measure(yaml_path, w))
-        stages = {k: statistics.median(r["stages"].get(k, 0.0) for r in results)
+            results[label].append(measure(yaml_path, w))
+    rows = []
+    for label, _, w in configs:
+        done = results[label]
+        stages = {k: statistics.median(r["stages"].get(k, 0.0) for r in done)
                   for k in SERIAL_STAGES + POOLED_STAGES + ("stage",)}
-        rows.append({"case": case.name, "run": label, "workers": w, "mb": mb, "shards": results[0]["shards"],
-                     "wall": statistics.median(r["wall"] for r in results),
-                     "cpu": statistics.median(r["cpu"] for r in results),
-                     "maxrss_mb": max(r["maxrss_mb"] for r in results), "stages": stages,
-                     "digest": results[0]["digest"], "digests_agree": len({r["digest"] for r in results}) == 1})
+        rows.append({"case": case.name, "run": label, "workers": w, "mb": mb, "shards": done[0]["shards"],
+                     "wall": statistics.median(r["wall"] for r in done),
+                     "cpu": statistics.median(r["cpu"] for r in done),
+                     "maxrss_mb": max(r["maxrss_mb"] for r in done), "stages": stages,
+                     "digest": done[0]["digest"], "digests_agree": len({r["digest"] for r in done}) == 1})
         print(_line(rows[0], rows[-1]), file=sys.stderr, flush=True)
     return rows
 
