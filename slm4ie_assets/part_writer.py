@@ -42,6 +42,17 @@ Progress = Callable[[int, int, int], None]  # (documents, text bytes, input file
 MAX_WARNINGS = 100  # kept verbatim in the meta; the drop counts are always complete
 _UID_FLUSH = 1 << 16
 _PROGRESS_EVERY = 1000  # documents between hook calls; the hook also runs after each file
+# Whether a part's text is written on a helper thread (gzipio.ChunkWriter): worth it only when the
+# process has a core to itself and a spare one beside it. A pool that fills the machine sets it off
+# in each worker (`use_text_writer_thread`, from pool_worker.start_worker): there the thread's
+# hand-offs cost more than the overlap saves (docs/splitting.md, "Fixed costs"). Same bytes either way.
+_TEXT_WRITER_THREAD = True
+
+
+def use_text_writer_thread(on: bool) -> None:
+    """Set for this process (a pool worker, once, in its initializer)."""
+    global _TEXT_WRITER_THREAD
+    _TEXT_WRITER_THREAD = on
 
 
 class _BytesSink(Protocol):
@@ -221,7 +232,7 @@ class PartWriter(PartAccounts):
             self._remove_partials()
             raise OutputWriteError.of(spec, store.parts, exc) from exc
         self._uid_sink = self._uid_file
-        self._text = ChunkWriter(self._text_file, writeback=True)
+        self._text = ChunkWriter(self._text_file, writeback=True, threaded=_TEXT_WRITER_THREAD)
         self._write_text = self._text.write
         # a range's sidecar is only ever read back into its file's member at publish: compressed quickly
         level = RANGE_PART_LEVEL if shard.files[0].range is not None else LEVEL

@@ -18,6 +18,14 @@ from multiprocessing import forkserver
 PRELOAD = ["slm4ie_assets.pool_worker", "slm4ie_assets.pipeline_clock"]
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, where the platform says; a container's
+    cgroup quota is not seen)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def effective_workers(requested: int | None, default: int) -> int:
     """Workers for a run: `requested` (the CLI's --workers, an asset's config), else `default`
     (max_workers in extract.yaml); 0 or less means one per CPU."""

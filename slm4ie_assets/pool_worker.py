@@ -10,7 +10,7 @@ from .catalog import DatasetSpec
 from .extractors.base import FILE_START, Extractor, InputFile, RangeCounts
 from .extractors.registry import make_extractor
 from .locked_parts import PartOutcome, write_part_in_worker
-from .part_writer import assume_range, count_range
+from .part_writer import assume_range, count_range, use_text_writer_thread
 from .progress import pool_worker_hook
 from .shards import Shard
 from .stalls import mark_started
@@ -51,11 +51,14 @@ def worker_extractor(spec: DatasetSpec) -> Extractor:
     return ex
 
 
-def start_worker(env: dict[str, str], cwd: str, init: Callable[..., None] | None, init_args: tuple) -> None:
+def start_worker(env: dict[str, str], cwd: str, text_thread: bool, init: Callable[..., None] | None,
+                 init_args: tuple) -> None:
     """Pool initializer (worker_pool.py): the run's environment and working folder, which a worker
-    forked from an older forkserver would not have, then the run's own initializer."""
+    forked from an older forkserver would not have, whether a part's text gets its own writer
+    thread (only while the pool leaves a core spare), then the run's own initializer."""
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
+    use_text_writer_thread(text_thread)
     if init is not None:
         init(*init_args)

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from .catalog import DatasetSpec
 from .pipeline_clock import StageClock, Timed, timed_call
-from .pool_server import pool_context
+from .pool_server import pool_context, usable_cpus
 from .pool_worker import start_worker
 from .progress import Counters, Log, init_pool_worker
 from .shards import Shard
@@ -40,7 +40,7 @@ def open_pool(spec: DatasetSpec, shards: list[Shard], workers: int, counters: Co
     elif counters is not None:
         init, init_args = init_pool_worker, (counters, period)
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=pool_context(), initializer=start_worker,
-                               initargs=(dict(os.environ), os.getcwd(), init, init_args))
+                               initargs=(dict(os.environ), os.getcwd(), workers < usable_cpus(), init, init_args))
     return pool, watch
 
 

@@ -79,3 +79,26 @@ def test_start_early_is_idempotent_in_a_process():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert out.returncode == 0, out.stderr
+
+
+_ASK = "__import__('slm4ie_assets.part_writer', fromlist=['_']).__dict__['_TEXT_WRITER_THREAD']"
+
+
+@pytest.mark.parametrize("spare_core", [True, False])
+def test_a_pool_that_fills_the_machine_writes_text_without_a_helper_thread(tmp_path, monkeypatch, spare_core):
+    """pool_worker.start_worker: the text writer's thread only while the pool leaves a core spare."""
+    from slm4ie_assets import worker_pool
+    from slm4ie_assets.catalog import load_catalog
+
+    config = tmp_path / "extract.yaml"
+    (tmp_path / "raw" / "t").mkdir(parents=True)
+    config.write_text(f"input_dir: {tmp_path / 'raw'}\noutput_dir: {tmp_path / 'out'}\n"
+                      "datasets:\n  t:\n    extractor: text\n    domain: web\n")
+    spec = load_catalog(config).dataset("t")
+    cpus = 8 if spare_core else 2
+    monkeypatch.setattr(worker_pool, "usable_cpus", lambda: cpus)
+    pool, _ = worker_pool.open_pool(spec, [], 2, None, 1.0, None)
+    try:
+        assert pool.submit(eval, _ASK).result(timeout=60) is spare_core
+    finally:
+        pool.shutdown()
