@@ -50,6 +50,6 @@ def start_early(workers: int) -> bool:
     which exits with this process."""
     if workers <= 1 or "forkserver" not in multiprocessing.get_all_start_methods():
         return False
-    pool_context()
+    pool_context()  # sets the preload, which the server reads when it starts
     forkserver.ensure_running()
     return True

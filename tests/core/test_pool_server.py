@@ -69,13 +69,12 @@ def test_the_preload_imports_no_yaml_or_cron_parser():
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.skipif(not HAS_FORKSERVER, reason="no forkserver on this platform")
 def test_start_early_is_idempotent_in_a_process():
     code = ("from multiprocessing import forkserver\nfrom slm4ie_assets.pool_server import start_early\n"
             "start_early(2); a = forkserver._forkserver._forkserver_pid\n"
             "start_early(4); b = forkserver._forkserver._forkserver_pid\n"
             "assert a is not None and a == b, (a, b)\n")
-    if not HAS_FORKSERVER:
-        pytest.skip("no forkserver on this platform")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert out.returncode == 0, out.stderr
