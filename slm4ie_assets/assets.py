@@ -92,15 +92,30 @@ def versioned_output(value: DatasetPlan | ShardBatch, version: str) -> Output:
         return Output(value, data_version=DataVersion(version))
 
 
+_PARTITION_ADD_TRIES = 3
+
+
 def sync_partitions(instance, key: str, planned: list[str]) -> tuple[list[str], list[str]]:
-    """Make the dataset's dynamic partitions equal the planned shard keys; returns (added, deleted)."""
+    """Make the dataset's dynamic partitions equal the planned shard keys; returns (added, deleted).
+
+    Two runs of one dataset may plan at once (the plan takes no exclusive lock): Dagster's add
+    reads, then inserts, so the second run's insert of a key the first just added fails on the
+    storage's unique key. The add is then planned again from what is there now; an error that
+    persists (the storage down) is raised."""
     name = partitions_name(key)
-    existing = instance.get_dynamic_partitions(name)
-    have, want = set(existing), set(planned)
-    added = [k for k in planned if k not in have]
+    want = set(planned)
+    for attempt in range(_PARTITION_ADD_TRIES):
+        existing = instance.get_dynamic_partitions(name)
+        have = set(existing)
+        added = [k for k in planned if k not in have]
+        try:
+            if added:
+                instance.add_dynamic_partitions(name, added)
+            break
+        except Exception:
+            if attempt == _PARTITION_ADD_TRIES - 1:
+                raise
     deleted = [k for k in existing if k not in want]
-    if added:
-        instance.add_dynamic_partitions(name, added)
     for k in deleted:  # no bulk API; ~4 ms each
         instance.delete_dynamic_partition(name, k)
     return added, deleted
