@@ -1,7 +1,7 @@
 """Scaling: where a run's time goes as workers grow, and what the 2-core figures project for 16.
 
     python -m bench.scaling [--cases text:300:1:32,conllu:64:32:default] [--workers 1,2] [--runs 3]
-                            [--data DIR] [--out FILE] [--budget-s N]
+                            [--data DIR] [--out FILE] [--project N]
 
 A case is `format:MB:files:split`, where split is `default` (no `split_bytes` in extract.yaml: the
 range size follows the file sizes and the worker count, docs/splitting.md) or a size in MiB. Inputs

@@ -45,8 +45,6 @@ def _wait(what: str, predicate, deadline: float, log: Path, poll: float = 0.5):
     pytest.fail(f"timed out waiting for {what}; daemon log tail:\n{tail}")
 
 
-@pytest.mark.slow
-
 def _idle(instance) -> bool:
     """No run of the instance is queued, starting or started."""
     return not instance.get_run_records(
@@ -62,6 +60,8 @@ def _stop(daemon: subprocess.Popen) -> None:
         os.killpg(daemon.pid, signal.SIGKILL)
         daemon.wait()
 
+
+@pytest.mark.slow
 def test_daemon_sensor_extracts_a_dropped_file_and_republishes(tmp_path, request):
     write_files(tmp_path / "raw" / "kas", {f"d{i}.txt": f"dokument {i}\n\nše {i}\n" for i in range(4)})
     project = DagsterProject(tmp_path, {"kas": {"extractor": "text", "domain": "academic", "watch_interval": 5}},

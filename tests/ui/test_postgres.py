@@ -185,10 +185,33 @@ def test_cli_materialize_on_postgres_publishes_the_same_bytes_as_on_sqlite(postg
         instance.dispose()
 
 
+class Daemon:
+    """`dagster-daemon run`, started once the backfill is launched: the backfill daemon looks for
+    new backfills every 30 s (a constant in dagster's `_daemon/backfill.py`) and once as it starts,
+    so a daemon started after the launch requests the runs at once instead of up to 30 s later."""
+
+    def __init__(self, env: dict, log: Path):
+        self.env, self.log, self.proc = env, log, None
+
+    def start(self) -> None:
+        self.proc = Background([str(VENV_BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], REPO, self.env,
+                               self.log)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.alive()
+
+    def tail(self) -> str:
+        return self.proc.tail() if self.proc else "(the daemon was not started)"
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop()
+
+
 def finished_runs(daemon, web, instance, backfill: str) -> list | None:
     """Every run of the instance once the backfill is done and no run is in progress, else None;
     fails at once when the daemon or the webserver has exited."""
-    for proc in (daemon, web.proc):
+    for proc in (daemon.proc, web.proc):
         if not proc.alive():
             raise AssertionError(f"{proc.args[0]} exited early\n{proc.tail()}")
     if web.backfill_status(backfill) not in BACKFILL_DONE:
@@ -225,9 +248,8 @@ def test_shard_backfill_runs_concurrently_under_the_daemon_on_postgres(postgres,
     catalog = load_catalog(cfg)
     partitions = register_shard_partitions(instance, catalog)
     assert len(partitions["news_txt"]) == 3  # two files and an archive member
-    daemon = Background([str(VENV_BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], REPO, env,
-                        tmp_path / "daemon.log")
     web = DagsterWebserver(env, tmp_path / "webserver.log")
+    daemon = Daemon(env, tmp_path / "daemon.log")
     try:
         web.wait_ready(timeout=180)
         with ExitStack() as held:
@@ -237,6 +259,7 @@ def test_shard_backfill_runs_concurrently_under_the_daemon_on_postgres(postgres,
             for key in DATASETS:
                 held.enter_context(dataset_lock(lock_path(catalog.dataset(key)), key, timeout=5))
             backfill = web.launch_backfill([["shards", k] for k in DATASETS])
+            daemon.start()
 
             def all_started():
                 runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfill}))
@@ -347,9 +370,8 @@ def test_a_shard_backfill_fans_out_into_concurrent_runs_and_publishes_once(postg
     assert len(keys) == FAN_FILES
     instance.add_dynamic_partitions(partitions_name(FAN_KEY), keys)
     store = DatasetStore(spec)
-    daemon = Background([str(VENV_BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], REPO, env,
-                        tmp_path / "daemon.log")
     web = DagsterWebserver(env, tmp_path / "webserver.log")
+    daemon = Daemon(env, tmp_path / "daemon.log")
     most_at_once = 0
     try:
         web.wait_ready(timeout=180)
@@ -357,6 +379,7 @@ def test_a_shard_backfill_fans_out_into_concurrent_runs_and_publishes_once(postg
             for first in keys[::FAN_PER_RUN]:
                 held.enter_context(shard_lock(store.shard_lock(first), FAN_KEY, first, timeout=5))
             backfill = web.launch_backfill([["shards", FAN_KEY]])
+            daemon.start()
 
             def two_in_progress():
                 nonlocal most_at_once
