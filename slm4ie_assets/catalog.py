@@ -211,6 +211,9 @@ def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) 
     limits = _archive_limits(doc.get("archives"), problems)
     defaults = {s.name: _setting(doc, (), s, problems) for s in fields.INHERITED}
     datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, defaults)
+    # The machine's core count, not this process's affinity (which the run's workers follow,
+    # pool_server.effective_workers): range keys are Dagster partitions, so a sensor, the UI and a
+    # run pinned to fewer cores (taskset) must all plan the same ones.
     planning_workers = max_workers if max_workers > 0 else os.cpu_count() or 1
     datasets = {key: replace(spec, planning_workers=planning_workers) for key, spec in datasets.items()}
     _check_output_apart(doc, output_dir, datasets, problems)

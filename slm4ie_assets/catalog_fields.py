@@ -119,8 +119,8 @@ TOP = (
             "(default data/raw).", "string", "data/raw", expected="a path string"),
     Setting("output_dir", "Folder receiving extracted/<key>.jsonl and its sidecar, relative to this file's "
             "folder (default data/extracted).", "string", "data/extracted", expected="a path string"),
-    Setting("max_workers", "Worker processes per dataset; 0 (or null) = all cores.", "integer", 0, 0,
-            nullable=True, expected="a whole number >= 0 (0 = all cores)"),
+    Setting("max_workers", "Worker processes per dataset; 0 (or null) = all cores (those the process may use).",
+            "integer", 0, 0, nullable=True, expected="a whole number >= 0 (0 = all cores)"),
     Setting("shard_group_threshold", "Above this many files, shards become groups of files.", "integer", 1000, 1,
             expected="a whole number >= 1"),
     *INHERITED,

@@ -28,10 +28,10 @@ def usable_cpus() -> int:
 
 def effective_workers(requested: int | None, default: int) -> int:
     """Workers for a run: `requested` (the CLI's --workers, an asset's config), else `default`
-    (max_workers in extract.yaml); 0 or less means one per CPU."""
+    (max_workers in extract.yaml); 0 or less means one per CPU this process may use (a job pinned
+    to 16 cores of a 64-core node gets 16, not 64 workers contending for them)."""
     n = default if requested is None else requested
-    cpus = os.cpu_count() or 1
-    return cpus if n <= 0 else max(1, n)
+    return usable_cpus() if n <= 0 else max(1, n)
 
 
 def pool_context() -> multiprocessing.context.BaseContext:

@@ -20,11 +20,40 @@ def test_one_worker_starts_no_server():
     assert start_early(0) is False
 
 
+def _usable() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def test_effective_workers():
     assert effective_workers(None, 3) == 3
     assert effective_workers(2, 3) == 2
-    assert effective_workers(0, 3) == (os.cpu_count() or 1)
-    assert effective_workers(None, -1) == (os.cpu_count() or 1)
+    assert effective_workers(0, 3) == _usable()
+    assert effective_workers(None, -1) == _usable()
+
+
+_PINNED = """
+import os, sys
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.pool_server import effective_workers
+cat = load_catalog(sys.argv[1])
+print(effective_workers(None, cat.max_workers), cat.dataset("t").planning_workers, os.cpu_count())
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_all_cores_means_the_cores_this_process_may_use(tmp_path):
+    """`max_workers: 0` on a node that gives the job fewer cores than the machine has (taskset,
+    a batch system's cpuset): one worker per core it may use, not one per core of the machine. The
+    ranges stay sized for the machine's cores: their keys are partitions, which a sensor or the UI
+    in a process of another affinity must plan alike."""
+    (tmp_path / "raw" / "t").mkdir(parents=True)
+    config = tmp_path / "extract.yaml"
+    config.write_text(f"input_dir: {tmp_path / 'raw'}\noutput_dir: {tmp_path / 'out'}\nmax_workers: 0\n"
+                      "datasets:\n  t: {extractor: text, domain: test}\n", encoding="utf-8")
+    out = subprocess.run([sys.executable, "-c", _PINNED, str(config)], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[0] == "1" and out[1] == out[2], f"workers, planning workers, cpu_count: {out}"
 
 
 _CHILD = """
