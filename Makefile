@@ -53,10 +53,9 @@ schema: venv
 	$(BIN)/python -m slm4ie_assets.catalog_schema
 
 # Two pytest processes (pytest-xdist; a test module stays in one, so its fixtures are set up once):
-# most of the slow tests wait on subprocesses, so two overlap well even on two cores. Files go out
-# in collection order, which tests/conftest.py makes longest first (--no-loadscope-reorder keeps it).
+# most of the slow tests wait on subprocesses, so two overlap well even on two cores.
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Debian's chromium and postgresql for the browser and Postgres tests (they install these themselves
 # when missing; CI calls this first so an install failure shows up on its own).
