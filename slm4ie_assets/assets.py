@@ -32,7 +32,8 @@ from .lineage import observe_raw_in_step, part_event_tags, raw_key, step_input_v
 from .locks import dataset_lock
 from .materialization_metadata import part_metadata
 from .part_meta import PartMeta
-from .pipeline import DatasetPlan, ShardBatch, effective_workers, lock_path, plan_dataset, require_raw_dir, unpack
+from .pipeline import DatasetPlan, ShardBatch, lock_path, plan_dataset, require_raw_dir, unpack
+from .pool_server import effective_workers
 from .resources import ExtractSettings
 from .shards import Shard, check_shard_key, list_shards
 from .stale_runs import before_extraction

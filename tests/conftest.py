@@ -20,4 +20,3 @@ def instance(tmp_path):
 @pytest.fixture
 def corpus(tmp_path) -> Corpus:
     return Corpus(tmp_path)
-

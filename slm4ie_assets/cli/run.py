@@ -14,7 +14,6 @@ from ..locks import dataset_lock
 from ..pipeline import (
     DatasetPlan,
     ShardBatch,
-    effective_workers,
     extract_and_publish,
     extract_shard_batch,
     lock_path,
@@ -22,6 +21,7 @@ from ..pipeline import (
     require_raw_dir,
     unpack,
 )
+from ..pool_server import effective_workers
 from ..shards import Shard
 from .main import Slice
 
