@@ -177,7 +177,7 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
     @expected_errors_as_failures
     def _extracted(context: AssetExecutionContext, extract: ExtractSettings) -> Output:
         before_extraction(context)  # record this run's process; free the pool slots of dead runs
-        warn_once_per_run(context.instance, context.run_id, context.log.warning)
+        warn_once_per_run(context.instance, context.run.run_id, context.log.warning)
         require_raw_dir(spec)
         def unpack_log(message: str) -> None:  # archives logs each warning once, prefixed
             if message.startswith("WARNING "):
@@ -207,7 +207,7 @@ def plan_shard_batch(context: AssetExecutionContext, spec: DatasetSpec, catalog:
                      extract: ExtractSettings) -> ShardBatch:
     """The shards behind the run's partition keys; a key without a shard fails the run, naming it."""
     before_extraction(context)
-    warn_once_per_run(context.instance, context.run_id, context.log.warning)
+    warn_once_per_run(context.instance, context.run.run_id, context.log.warning)
     require_raw_dir(spec)
     keys = list(context.partition_keys)
     shards = list_shards(spec, catalog.shard_group_threshold)
