@@ -109,13 +109,20 @@ def publish_metadata(plan: DatasetPlan, report: RunReport) -> dict:
         "shards_up_to_date": MetadataValue.int(report.shards - len(report.extracted)),
         "bytes_written": MetadataValue.int(manifest.text_bytes + manifest.sidecar_bytes if manifest else 0),
         "duration_seconds": MetadataValue.float(round(seconds, 3)),
-        "input_mb_per_second": MetadataValue.float(round(input_bytes / 1e6 / seconds, 2) if seconds > 0 else 0.0),
+        "input_mb_per_second": MetadataValue.float(mb_per_second(input_bytes, seconds)),
     })
     if manifest is not None and manifest.duplicate_examples:
         md["duplicate_uid_examples"] = MetadataValue.json(list(manifest.duplicate_examples))
     if report.warnings:
         md["first_warnings"] = MetadataValue.json(report.warnings[:20])
     return md
+
+
+def mb_per_second(nbytes: int, seconds: float) -> float:
+    """MB/s to three significant digits: a sample corpus's few kB read as 0.00412, not 0."""
+    if seconds <= 0 or nbytes <= 0:
+        return 0.0
+    return float(f"{nbytes / 1e6 / seconds:.3g}")
 
 
 def output_paths(spec: DatasetSpec, manifest: Manifest | None) -> dict:

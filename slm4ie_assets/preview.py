@@ -1,9 +1,10 @@
 """What a published dataset looks like: a sample of documents and its length distributions.
 
 The sample is the SAMPLE_DOCS documents whose uids have the smallest 64-bit hashes (the hashes
-the parts already store for duplicate counting, duplicates.uid_hash). A uid's hash does not depend
-on where the document sits, so the sample is spread over the whole dataset and is the same for
-every worker count, grouping and re-run (D2). Only the `.uids` files are read in full; of the text
+the parts already store for duplicate counting, duplicates.uid_hash), ties broken by position, so a
+uid that repeats is sampled with its copies rather than once. A uid's hash does not depend on where
+the document sits, so the sample is spread over the whole dataset and is the same for every worker
+count, grouping and re-run (D2). Only the `.uids` files are read in full; of the text
 and sidecar parts, only the lines up to the last sampled one, and only those lines are decoded.
 """
 
@@ -47,43 +48,32 @@ class Sample:
 
 
 def smallest_hashes(path: Path, k: int) -> list[tuple[int, int]]:
-    """The `k` smallest distinct hashes of a `.uids` file, each with its first line, by hash."""
+    """The `k` smallest (hash, line) pairs of a `.uids` file, by hash then line: every copy of a
+    repeated uid is a document of its own, so each can be sampled."""
     hashes = array("Q")
     with open(path, "rb") as fh:
         hashes.frombytes(fh.read())
     if len(hashes) > _NUMPY_FROM:
-        found = _smallest_numpy(path, k)
-        if found is not None:
-            return found
-    best = heapq.nsmallest(k, set(hashes))
-    first: dict[int, int] = {}
-    wanted = set(best)
-    for line, h in enumerate(hashes):
-        if h in wanted and h not in first:
-            first[h] = line
-            if len(first) == len(wanted):
-                break
-    return [(h, first[h]) for h in best]
+        return _smallest_numpy(path, k)
+    best = set(heapq.nsmallest(k, set(hashes)))
+    # every line of the k smallest distinct hashes holds the k smallest pairs
+    return sorted((h, line) for line, h in enumerate(hashes) if h in best)[:k]
 
 
-def _smallest_numpy(path: Path, k: int) -> list[tuple[int, int]] | None:
-    """As `smallest_hashes`, in O(n): every line whose hash is at most the (4k)-th smallest value;
-    None when repeats leave fewer than `k` distinct hashes there (the caller then takes the set)."""
+def _smallest_numpy(path: Path, k: int) -> list[tuple[int, int]]:
+    """As `smallest_hashes`, in O(n): the lines whose hash is at most the k-th smallest value hold
+    the k smallest pairs."""
     import numpy as np
 
     arr = np.fromfile(path, dtype=np.uint64)
-    m = min(arr.size, 4 * k)
+    if not arr.size or k <= 0:
+        return []
+    m = min(arr.size, k)
     cut = np.partition(arr, m - 1)[m - 1]
     lines = np.flatnonzero(arr <= cut)
     values = arr[lines]
-    found: list[tuple[int, int]] = []
-    for j in np.lexsort((lines, values)):
-        h = int(values[j])
-        if not found or found[-1][0] != h:
-            found.append((h, int(lines[j])))
-            if len(found) == k:
-                return found
-    return None if len(found) < min(k, arr.size) else found
+    order = np.lexsort((lines, values))[:k]
+    return [(int(values[j]), int(lines[j])) for j in order]
 
 
 def sample_documents(spec: DatasetSpec, manifest: Manifest, k: int = SAMPLE_DOCS) -> Sample:
@@ -108,11 +98,7 @@ def sample_documents(spec: DatasetSpec, manifest: Manifest, k: int = SAMPLE_DOCS
         candidates.extend((h, len(metas), line) for h, line in found)
         metas.append((meta, offset))
         offset = None if offset is None else offset + meta.docs
-    chosen: list[tuple[int, int, int]] = []
-    for cand in sorted(candidates):
-        if not chosen or chosen[-1][0] != cand[0]:
-            chosen.append(cand)
-    chosen = chosen[:k]
+    chosen = sorted(candidates)[:k]  # by hash, then part order and line: repeats of a uid included
     documents: list[SampledDocument] = []
     for index, (meta, first_line) in enumerate(metas):
         wanted = {line: h for h, i, line in chosen if i == index}

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator, MutableSequence, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from .byte_units import byte_unit, duration, human_bytes, human_rate
+from .byte_units import in_unit as _in_unit
 from .extractors.base import InputFile
 from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops
@@ -219,34 +221,6 @@ class ProgressLine:
         return f"{self.dataset}: {counts}, {rate}, ETA {self.eta()}"
 
 
-BYTE_UNITS = ((10**9, "GB"), (10**6, "MB"), (10**3, "kB"))
-
-
-def byte_unit(nbytes: int) -> tuple[int, str]:
-    """The largest decimal unit not above `nbytes` (B below 1 kB)."""
-    return next(((scale, name) for scale, name in BYTE_UNITS if nbytes >= scale), (1, "B"))
-
-
-def _in_unit(nbytes: int, scale: int) -> str:
-    return f"{nbytes:,}" if scale == 1 else f"{nbytes / scale:.1f}"
-
-
-def human_bytes(nbytes: int) -> str:
-    """`512 B`, `12.3 kB`, `4.5 MB`, `1.2 GB`."""
-    scale, unit = byte_unit(nbytes)
-    return f"{_in_unit(nbytes, scale)} {unit}"
-
-
-def duration(seconds: float) -> str:
-    """`8.4s`, `3m05s`, `2h07m`."""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    return f"{minutes // 60}h{minutes % 60:02d}m"
-
-
 class ProgressBoard:
     """The calling process's view of one `extract_parts` call: finished parts plus the live
     counters of running shards, logged every `interval` s by a timer thread and once at the end."""
@@ -313,7 +287,7 @@ def summary_table(dataset: str, parts: Sequence[PartMeta], manifest: Manifest | 
         ("input", human_bytes(in_bytes), ""),
         ("text", human_bytes(sum(m.text_bytes for m in parts)), human_bytes(manifest.text_bytes) if manifest else ""),
         ("sidecar", "", human_bytes(manifest.sidecar_bytes) if manifest else ""),
-        ("input rate", f"{human_bytes(round(in_bytes / max(seconds, 1e-6)))}/s", ""),
+        ("input rate", human_rate(in_bytes, seconds), ""),
         ("seconds", f"{seconds:.1f}", ""),
     ]
     run_drops, published_drops = merged_drops(parts), manifest.drops if manifest else {}

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..byte_units import duration, human_bytes, human_rate
 from ..catalog import ArchiveLimits
 from ..extractors.base import escaped_name, sort_key
 from ..fswalk import walk
@@ -223,7 +224,7 @@ class _Run:
         if size == 0:
             raise SkipArchive("the file is empty (0 bytes)")
         staging = Staging(path, rel.rpartition("/")[0], where, self._budget(size), self.warn, self._log)
-        self.info(f"{where}: unpacking ({size / 1e6:.1f} MB)")
+        self.info(f"{where}: unpacking ({human_bytes(size)})")
         try:
             unpack_into(path, kind, staging, where)
             return staging.commit(), tuple(staging.duplicates)
@@ -240,8 +241,8 @@ class _Run:
 
     def _log_speed(self, rel: str, outputs: dict[str, OutputStamp], seconds: float) -> None:
         total = sum(stamp.size for stamp in outputs.values())
-        self.info(f"{self.where(rel)}: unpacked {len(outputs)} file(s), {total / 1e6:.1f} MB in {seconds:.1f}s "
-                  f"({total / 1e6 / max(seconds, 1e-6):.0f} MB/s)")
+        self.info(f"{self.where(rel)}: unpacked {len(outputs)} file(s), {human_bytes(total)} in {duration(seconds)} "
+                  f"({human_rate(total, seconds)})")
 
     # -- what an unpacked archive changes
 

@@ -95,12 +95,30 @@ def test_smallest_hashes_agrees_with_a_sort_on_small_and_large_parts(tmp_path):
     rng = random.Random(7)
     for n in (40, 300_000):
         values = [rng.getrandbits(64) for _ in range(n)]
-        values[n // 2] = values[n - 1] = min(values) - 1  # a repeated uid: its first line counts
+        values[n // 2] = values[n - 1] = min(values) - 1  # a repeated uid: each copy is a document
         path = tmp_path / f"{n}.uids"
         with open(path, "wb") as fh:
             array("Q", values).tofile(fh)
-        first = {}
-        for line, h in enumerate(values):
-            first.setdefault(h, line)
-        expected = sorted(first.items())[:SAMPLE_DOCS]
-        assert smallest_hashes(path, SAMPLE_DOCS) == expected
+        expected = sorted((h, line) for line, h in enumerate(values))[:SAMPLE_DOCS]
+        found = smallest_hashes(path, SAMPLE_DOCS)
+        assert found == expected
+        assert found[:2] == [(values[n - 1], n // 2), (values[n - 1], n - 1)]
+
+
+def test_a_document_whose_uid_repeats_is_sampled_with_its_copies(tmp_path):
+    """Three documents, two of them under one uid: the sample shows all three, not "2 of 3"."""
+    raw = tmp_path / "raw" / "web"
+    raw.mkdir(parents=True)
+    lines = [{"doc_id": "same", "text": "Prva kopija."}, {"doc_id": "other", "text": "Drugo besedilo."},
+             {"doc_id": "same", "text": "Druga kopija."}]
+    (raw / "a.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in lines))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"input_dir": "raw", "output_dir": "out",
+                                   "datasets": {"web": {"extractor": "jsonl", "domain": "web"}}}))
+    catalog = load_catalog(cfg)
+    spec = catalog.dataset("web")
+    manifest = extract_dataset(spec, catalog, force=True, workers=1).manifest
+    sample = sample_documents(spec, manifest)
+    assert [d.text for d in sample.documents] == ["Prva kopija.", "Drugo besedilo.", "Druga kopija."]
+    assert [d.published_line for d in sample.documents] == [0, 1, 2]
+    assert sample_markdown(sample, manifest.docs).startswith("3 of 3 documents")
