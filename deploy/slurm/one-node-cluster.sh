@@ -1,12 +1,14 @@
 #!/bin/bash
 # A throwaway Slurm cluster on this one machine (Debian's slurm-wlm + munge, as root), so that the
 # tests in tests/slurm/ run instead of skipping (CI starts it before `make test`). Not for
-# production: root runs the jobs, no accounting, no cgroups.
+# production: root runs the jobs, no accounting, no cgroups (so no memory limits).
 #
 # Two compute nodes of different sizes, each its own slurmd on this host (Debian builds Slurm with
 # multiple-slurmd support): `small` with 1 CPU and `big` with 2 CPUs (the CPU counts are declared,
 # not measured: SlurmdParameters=config_overrides), in one partition `debug`. A job asking for
-# --cpus-per-task=2 can only run on `big`, so the tests exercise heterogeneous nodes.
+# --cpus-per-task=2 can only run on `big`, so the tests exercise heterogeneous nodes. task/affinity
+# binds each job to the CPUs Slurm gave it: a 1-CPU job sees one CPU (sched_getaffinity, nproc), a
+# 2-CPU job two, so the jobs also plan and run with different CPU affinities.
 #
 #   deploy/slurm/one-node-cluster.sh start   # install if needed, write slurm.conf, start what is not running
 #   deploy/slurm/one-node-cluster.sh stop    # stop every daemon this script started (munged too)
@@ -47,7 +49,7 @@ SlurmdPidFile=$RUN/slurmd-%n.pidfile
 SlurmctldPidFile=$RUN/slurmctld.pidfile
 SlurmdParameters=config_overrides
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2

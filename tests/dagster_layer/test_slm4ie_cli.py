@@ -152,32 +152,3 @@ def test_expected_errors_are_one_line_with_what_to_do_and_help_works(tmp_path):
         res = slm4ie(args, config)
         assert res.stdout.startswith("usage: slm4ie")
     assert not (tmp_path / "out").exists()
-
-
-def slurm_cluster_up() -> bool:
-    try:
-        return subprocess.run(["sinfo", "-h", "-o", "%a"], capture_output=True, text=True, timeout=10).stdout.strip() \
-            .startswith("up")
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-@pytest.mark.skipif(not slurm_cluster_up(), reason="needs a running Slurm cluster (sinfo); none here")
-def test_the_readme_slurm_array_job_publishes_the_serial_bytes(tmp_path, serial):
-    """deploy/slurm/*.sbatch as the README submits them: an array of 3 slices, then publish after it."""
-    root = tmp_path / "slurm"
-    raw_tree(root)
-    config = write_config(root, DATASETS)
-    deploy = Path(__file__).resolve().parents[2] / "deploy" / "slurm"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "SLM4IE_"))}
-    env.update(SLM4IE_EXTRACT_CONFIG=str(config), SLM4IE=str(SLM4IE))
-    for key in DATASETS:
-        submit = ["sbatch", "--parsable", f"--export=ALL,KEY={key}", "--cpus-per-task=1", f"--chdir={root}",
-                  f"--output={root}/%x-%A_%a.log"]
-        array = subprocess.run([*submit, "--array=1-3", str(deploy / "extract-array.sbatch")], env=env,
-                               capture_output=True, text=True, timeout=60, check=True).stdout.strip()
-        done = subprocess.run([*submit[:-1], f"--output={root}/%x-%j.log", f"--dependency=afterok:{array}", "--wait",
-                               str(deploy / "publish.sbatch")], env=env, capture_output=True, text=True, timeout=600)
-        logs = "\n".join(p.read_text() for p in sorted(root.glob("*.log")))
-        assert done.returncode == 0, logs
-        assert published_bytes(root / "out", key) == published_bytes(serial / "out", key), logs
