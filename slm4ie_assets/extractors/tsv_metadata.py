@@ -20,6 +20,7 @@ from .reading import BOM
 NA_VALUES = frozenset({"", "-"})
 KEY_FROM_CHOICES = ("filename_stem",)
 _CONFIG_KEYS = ("path", "key_column", "key_from", "key_pattern", "fields", "splits")
+METADATA_MISSING = "metadata_missing"  # drop-ledger reason: an input file without its TSV row
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,16 @@ class TsvMetadata:
             return {}
         return {k: (list(v) if isinstance(v, list) else v) for k, v in row.items()}
 
+    def missing_row(self, file: InputFile) -> str | None:
+        """Why this file has no row (its stem misses `key_pattern`, or no row has its key), or None
+        when it has one (a row whose every value is NA still counts as found)."""
+        key = self.key_for(file)
+        if key is None:
+            return f"file stem {file.stem!r} does not match key_pattern {self.config.key_pattern!r}"
+        if key not in self._rows:
+            return f"no row with {self.config.key_column} {key!r}"
+        return None
+
     def __len__(self) -> int:
         return len(self._rows)
 
@@ -220,9 +231,16 @@ class TsvSidecarExtractor(Extractor):
             self._tsv = TsvMetadata.load(self.options, root)
 
     def tsv_row(self, file: InputFile, ctx: ExtractContext) -> dict:
-        """A fresh copy of the file's TSV row, `{}` without a sidecar or a matching row."""
+        """A fresh copy of the file's TSV row, `{}` without a sidecar or a matching row. A file
+        without its row is counted once (at its first range) as `metadata_missing`, so a gap in
+        the table shows in the drop ledger instead of passing silently; its documents are kept."""
         if self.options is None:
             return {}
         if self._tsv is None:
             self._tsv = TsvMetadata.load(self.options, ctx.root)
+        if file.at_file_start:
+            why = self._tsv.missing_row(file)
+            if why is not None:
+                ctx.drop(METADATA_MISSING, file, f"{why} in metadata TSV {self.options.path}; "
+                         "its documents are kept without TSV metadata")
         return self._tsv.for_file(file)

@@ -261,3 +261,40 @@ def test_for_file_returns_a_fresh_dict_each_time(tmp_path):
     first["a"] = "changed"
     first["b"].append("r")
     assert meta.for_file(file("k.conllu")) == {"a": "x", "b": ["p", "q"]}
+
+
+# ----------------------------------------------------------------------------- a file without its row
+
+
+def test_a_file_without_its_row_is_counted_metadata_missing_in_the_ledger_and_the_metadata(tmp_path):
+    """A gap in the table is never silent: each input file whose key has no row (or whose stem misses
+    key_pattern) is one `metadata_missing` drop naming the file; its documents are kept, with `{}`."""
+    import yaml
+
+    from slm4ie_assets.catalog import load_catalog
+    from slm4ie_assets.materialization_metadata import publish_metadata
+    from slm4ie_assets.pipeline import extract_dataset, plan_dataset
+
+    raw = tmp_path / "raw" / "oss"
+    raw.mkdir(parents=True)
+    (raw / "meta.tsv").write_text("id\ta\n1\tone\n")
+    for name in ("oss-1", "oss-2", "other"):
+        (raw / f"{name}.conllu").write_text(f"# newdoc id = {name}\n1\tBeseda\tbeseda\tNOUN\t_\t_\t0\troot\t_\t_\n\n")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"input_dir": "raw", "output_dir": "out", "datasets": {"oss": {
+        "extractor": "conllu", "domain": "science",
+        "metadata": {"path": "meta.tsv", "key_column": "id", "key_pattern": r"^oss-(\d+)$", "fields": {"a": "a"}}}}}))
+    catalog = load_catalog(tmp_path / "c.yaml")
+    spec = catalog.dataset("oss")
+    report = extract_dataset(spec, catalog, force=True, workers=1)
+    import json
+
+    docs = {d["doc_id"]: d.get("metadata") for d in map(json.loads, spec.text_path.read_text().splitlines())}
+    assert docs == {"oss-1": {"a": "one"}, "oss-2": None, "other": None}  # all kept; no row, no metadata
+    assert report.manifest.drops == {"metadata_missing": 2}
+    assert any("oss/oss-2.conllu: no row with id '2' in metadata TSV meta.tsv" in w and "[metadata_missing]" in w
+               for w in report.warnings)
+    assert any("oss/other.conllu: file stem 'other' does not match key_pattern" in w for w in report.warnings)
+    md = publish_metadata(plan_dataset(spec), report)
+    ledger = {r.data["reason"]: r.data["skipped"] for r in md["drop_ledger"].value.records}
+    assert ledger == {"metadata_missing": 2}
+    assert md["documents"].value == 3
