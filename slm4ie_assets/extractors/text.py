@@ -74,6 +74,113 @@ def _blocks(chunks: Iterator[str], ends: LineEnds | None = None) -> Iterator[tup
         ends.count = line - 1 + carry.count("\n")
 
 
+class Oversize:
+    """A block read past `max_document_bytes` without being kept (docs/memory.md): its UTF-8 size
+    after stripping and whether it held invalid bytes, all its drop warning needs."""
+
+    __slots__ = ("size", "invalid")
+
+    def __init__(self, size: int, invalid: bool):
+        self.size, self.invalid = size, invalid
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+class _BigBlock:
+    """The rest of a block whose stripped start is already over the cap, read chunk by chunk: only
+    its size is counted. `tail` is the whitespace after the last non-blank character (it may hold
+    the start of the separator: at most one line end, since a second would end the block there),
+    kept short: the rest of it waits in `held`, bytes that count only if more text follows."""
+
+    def __init__(self, carry: str, start_line: int, invalid: bool):
+        text = carry.lstrip()
+        self.first_line = start_line + _leading_blank_lines(carry)
+        self.lines = carry.count("\n")  # line ends read since `start_line`
+        self.size = self.held = 0
+        self.invalid = False
+        self.tail = ""
+        self._take(text, invalid)
+
+    def _take(self, buf: str, invalid: bool) -> None:
+        """`buf` (after the tail) holds no separator: count it up to its last non-blank character."""
+        body = buf.rstrip()
+        if body:
+            self.size += self.held + _utf8_len(body)
+            self.held = 0
+            self.invalid = self.invalid or (invalid and has_escapes(body))
+        tail = buf[len(body):]
+        nl = tail.find("\n")
+        self.held += _utf8_len(tail if nl < 0 else tail[:nl])
+        rest = "" if nl < 0 else tail[nl + 1:]
+        if len(rest) > 1:  # any run of spaces after the line end matches the separator as one does
+            self.held += _utf8_len(rest[1:])
+            rest = rest[:1]
+        self.tail = "" if nl < 0 else "\n" + rest
+
+    def feed(self, chunk: str, invalid: bool) -> str | None:
+        """Read on; the text after the block's separator once it ends, else None."""
+        buf = self.tail + chunk if self.tail else chunk
+        m = _SEPARATOR.search(buf)
+        if m is None:
+            self.lines += chunk.count("\n")
+            self._take(buf, invalid)
+            return None
+        self.lines += buf.count("\n", 0, m.end()) - self.tail.count("\n")
+        self._take(buf[:m.start()], invalid)
+        return buf[m.end():]
+
+
+def _capped_blocks(chunks: Iterator[str], ends: LineEnds, cap: int) -> Iterator[tuple[int, str | Oversize, bool]]:
+    """`_blocks` under `max_document_bytes`: every block gets its own first line (its drop warning
+    names it, split or not), and a block whose stripped text passes the cap is not kept: it is
+    read on to its end as a `_BigBlock` and yielded as an `Oversize`, so memory stays within the cap
+    plus a chunk however long the block is (docs/memory.md)."""
+    carry = ""
+    line = 1  # line number at the start of `carry`
+    seen = invalid_count()
+    dirty = False
+    big: _BigBlock | None = None
+    for chunk in chunks:
+        fresh = invalid_count() != seen
+        seen = invalid_count()
+        if big is not None:
+            rest = big.feed(chunk, fresh)
+            if rest is None:
+                continue
+            yield big.first_line, Oversize(big.size, big.invalid), big.invalid
+            line += big.lines
+            big, chunk, dirty = None, rest, fresh and has_escapes(rest)
+        buf = carry + chunk if carry else chunk
+        dirty = dirty or fresh
+        parts = None if dirty else _SEPARATOR.split(buf)
+        if parts is not None and (len(parts) < 2 or max(map(len, parts[:-1])) * 4 <= cap):
+            carry = parts.pop()
+            for block in parts:  # none can pass the cap: its line is never named
+                yield line, block.strip(), False
+            line += buf.count("\n", 0, len(buf) - len(carry))
+        else:
+            pos = 0
+            for m in _SEPARATOR.finditer(buf):
+                block = buf[pos:m.start()]
+                yield line + _leading_blank_lines(block), block.strip(), dirty
+                line += buf.count("\n", pos, m.end())
+                pos = m.end()
+            carry = buf[pos:]
+            dirty = dirty and bool(carry) and has_escapes(carry)
+        if len(carry) > cap and _utf8_len(carry.strip()) > cap:
+            big, carry = _BigBlock(carry, line, dirty), ""
+            dirty = False
+    if big is not None:
+        yield big.first_line, Oversize(big.size, big.invalid), big.invalid
+        ends.count = line - 1 + big.lines
+        return
+    if carry:
+        yield line + _leading_blank_lines(carry), carry.strip(), dirty or invalid_count() != seen
+    ends.count = line - 1 + carry.count("\n")
+
+
 _NONBLANK = re.compile(r"\S")
 
 
@@ -187,16 +294,43 @@ class TextExtractor(Extractor):
         index = ctx.before.docs
         cap = ctx.max_document_bytes
         ends = LineEnds()
+        if cap:
+            yield from self._capped(file, ctx, cap, ends)
+            ctx.lines_read = ends.count
+            return
         for lineno, text, suspect in _blocks(read_text_chunks(file), ends):
             if not text:
                 continue
             if suspect and has_escapes(text):
                 ctx.drop("invalid_utf8", file, "invalid UTF-8 bytes; block skipped", lineno)
                 continue
-            if cap and len(text) * 4 > cap and len(text.encode("utf-8")) > cap:  # here, so ids stay dense
-                ctx.drop("document_too_large", file, f"a block of {len(text.encode('utf-8')):,} bytes, over "
-                                                     f"max_document_bytes ({cap:,}); block skipped", lineno)
-                continue
             yield Document(text, f"{prefix}:{index:06d}")
             index += 1
         ctx.lines_read = ends.count  # read to the end: what `Splitter.lines` would count (ADDENDUM 3.2)
+
+    @staticmethod
+    def _capped(file: InputFile, ctx: ExtractContext, cap: int, ends: LineEnds) -> Iterator[Document]:
+        """`extract` under `max_document_bytes`: a block over it is dropped here, so ids stay dense,
+        and never held whole (`_capped_blocks`); its warning names its first line."""
+        prefix, index = file.rel_stem, ctx.before.docs
+        for lineno, text, suspect in _capped_blocks(read_text_chunks(file), ends, cap):
+            if text.__class__ is Oversize:
+                assert isinstance(text, Oversize)
+                size = None if text.invalid else text.size
+            elif not text:
+                continue
+            else:
+                assert isinstance(text, str)
+                if suspect and has_escapes(text):
+                    size = None
+                elif len(text) * 4 > cap and _utf8_len(text) > cap:
+                    size = _utf8_len(text)
+                else:
+                    yield Document(text, f"{prefix}:{index:06d}")
+                    index += 1
+                    continue
+            if size is None:
+                ctx.drop("invalid_utf8", file, "invalid UTF-8 bytes; block skipped", lineno)
+            else:
+                ctx.drop("document_too_large", file, f"a block of {size:,} bytes, over "
+                                                     f"max_document_bytes ({cap:,}); block skipped", lineno)
