@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,10 +70,9 @@ class DatasetSpec:
     watch_interval: int = 60
     schedule: str | None = None
     owners: tuple[str, ...] = ()  # Dagster asset owners: e-mail addresses or `team:<name>`
-    # 0: files are never split; None: ranges sized to each file and `planning_workers`; not in the recipe
-    # (the same bytes whatever the ranges)
+    # 0: files are never split; None: the fixed automatic range size (shards.range_bytes); not in the
+    # recipe (the same bytes whatever the ranges)
     split_bytes: int | None = DEFAULT_SPLIT_BYTES
-    planning_workers: int = 1  # max_workers, or the core count: what automatic ranges are sized for
     max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN  # fan-out of shard backfills and sensor runs (D24)
     settle_seconds: int = DEFAULT_SETTLE_SECONDS  # the raw sensor's quiet time before it plans a file
     stall_seconds: int = DEFAULT_STALL_SECONDS  # a pool worker without progress this long is reported
@@ -211,11 +210,6 @@ def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) 
     limits = _archive_limits(doc.get("archives"), problems)
     defaults = {s.name: _setting(doc, (), s, problems) for s in fields.INHERITED}
     datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, defaults)
-    # The machine's core count, not this process's affinity (which the run's workers follow,
-    # pool_server.effective_workers): range keys are Dagster partitions, so a sensor, the UI and a
-    # run pinned to fewer cores (taskset) must all plan the same ones.
-    planning_workers = max_workers if max_workers > 0 else os.cpu_count() or 1
-    datasets = {key: replace(spec, planning_workers=planning_workers) for key, spec in datasets.items()}
     _check_output_apart(doc, output_dir, datasets, problems)
     problems.raise_if_any(path)
     return Catalog(path, input_dir, output_dir, max_workers, limits, threshold, datasets, defaults["split_bytes"],

@@ -95,8 +95,7 @@ def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
     discovery = extractor.list_inputs(spec.raw_dir)
     # D6: skipped archives and members, then raw entries named like inputs that cannot be read
     unreadable = list(archive_drops) + [f"{spec.key}/{entry} [unreadable_path]" for entry in discovery.unreadable]
-    shards = plan_shards(extractor, discovery.files, group_threshold, spec.split_bytes,  # docs/splitting.md
-                         spec.planning_workers)
+    shards = plan_shards(extractor, discovery.files, group_threshold, spec.split_bytes)  # docs/splitting.md
     store = DatasetStore(spec)
     stale = [s for s in shards if force or not store.part_is_current(s)]
     up_to_date = not force and not stale and store.is_published(shards, unreadable)

@@ -16,7 +16,9 @@ parts are published in file order.
 A file over `split_bytes` (extractors with a `splitter`, docs/splitting.md) becomes several range
 shards keyed `<file key>%r<i>` (i = 0, 1, ...; `%r` cannot come from an escaped path), each with
 the fingerprint `<file fingerprint>@<start>-<end>`. Its cuts come from stat and a few small reads
-near each cut (the format's splitter); it never joins a group.
+near each cut (the format's splitter); it never joins a group. Unset, `split_bytes` is a fixed size
+(range_bytes): keys are Dagster partitions, so they depend on the raw tree and extract.yaml alone,
+never on the host, the cores or the workers of the process that plans them.
 
 Fingerprints come from stat alone, so planning never reads content (split files aside).
 """
@@ -99,18 +101,19 @@ def _group_shard(key: str, files: list[InputFile], fps: list[Fingerprint], stamp
                  tuple(stamps))
 
 
-MIN_AUTO_RANGE = 32 * 1024**2  # an automatic range never smaller: its fixed costs stay small
-MAX_AUTO_RANGE = 256 * 1024**2  # nor bigger: a crash or a change costs at most this much again
-RANGES_PER_WORKER = 3  # enough ranges that every worker has work and the tail stays short
+AUTO_RANGE = 32 * 1024**2  # split_bytes unset: a range's fixed costs stay a few % on 2 cores, 300 MB is 10 ranges
+MAX_AUTO_RANGES = 256  # a file over 8 GiB gets bigger ranges instead of more: its partitions and parts stay few
 
 
-def range_bytes(split_bytes: int | None, workers: int, size: int) -> int:
+def range_bytes(split_bytes: int | None, size: int) -> int:
     """The range size for a file of `size` bytes: `split_bytes` where extract.yaml sets it (0: never
-    split), else about RANGES_PER_WORKER ranges per worker, within [MIN_AUTO_RANGE, MAX_AUTO_RANGE]
-    (docs/splitting.md). Per file, so a new file in the dataset never re-cuts the others."""
+    split), else AUTO_RANGE, or size / MAX_AUTO_RANGES for a file over MAX_AUTO_RANGES of those
+    (docs/splitting.md). A function of the file and extract.yaml alone, never of the host: the
+    range keys are partitions every host must plan alike. Per file, so a new file in the dataset
+    never re-cuts the others."""
     if split_bytes is not None:
         return split_bytes
-    return min(MAX_AUTO_RANGE, max(MIN_AUTO_RANGE, -(-size // (RANGES_PER_WORKER * max(1, workers)))))
+    return max(AUTO_RANGE, -(-size // MAX_AUTO_RANGES))
 
 
 def range_shards(extractor: Extractor, file: InputFile, fp: Fingerprint, split_bytes: int,
@@ -166,16 +169,16 @@ def _stamp_and_fingerprint(extractor: Extractor, file: InputFile) -> tuple[Input
 
 
 def plan_shards(extractor: Extractor, files: Sequence[InputFile], group_threshold: int = DEFAULT_GROUP_THRESHOLD,
-                split_bytes: int | None = 0, workers: int = 1) -> list[Shard]:
-    """The dataset's shards in the publish order of ADDENDUM 3.1; `split_bytes` None: ranges sized
-    to each file and `workers` (range_bytes)."""
+                split_bytes: int | None = 0) -> list[Shard]:
+    """The dataset's shards in the publish order of ADDENDUM 3.1; `split_bytes` None: the automatic
+    range size (range_bytes)."""
     files = sorted(files, key=lambda f: sort_key(f.rel))
     avg = group_size(len(files), group_threshold)
     if avg == 1:
         shards = []
         for f in files:
             stamp, fp = _stamp_and_fingerprint(extractor, f)
-            shards += range_shards(extractor, f, fp, range_bytes(split_bytes, workers, fp.size), stamp)
+            shards += range_shards(extractor, f, fp, range_bytes(split_bytes, fp.size), stamp)
         return shards
     mask = avg - 1
     shards = []
@@ -185,7 +188,7 @@ def plan_shards(extractor: Extractor, files: Sequence[InputFile], group_threshol
     stamps: list[InputStamp] = []
     for f in files:
         stamp, fp = _stamp_and_fingerprint(extractor, f)
-        cut = range_bytes(split_bytes, workers, fp.size)
+        cut = range_bytes(split_bytes, fp.size)
         alone = range_shards(extractor, f, fp, cut, stamp) if 0 < cut < fp.size else None
         if alone is not None or _path_hash(f.rel) & mask == 0:
             if group:
@@ -210,5 +213,4 @@ def list_shards(spec, group_threshold: int = DEFAULT_GROUP_THRESHOLD) -> list[Sh
     from .extractors.registry import make_extractor
 
     extractor = make_extractor(spec.extractor, spec.options)
-    return plan_shards(extractor, extractor.list_inputs(spec.raw_dir).files, group_threshold, spec.split_bytes,
-                       spec.planning_workers)
+    return plan_shards(extractor, extractor.list_inputs(spec.raw_dir).files, group_threshold, spec.split_bytes)

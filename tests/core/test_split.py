@@ -3,7 +3,6 @@ few small reads near each cut, stable range keys, and the counts a range is extr
 ranges before it are not extracted in the same run (count-only passes, serial and pooled)."""
 
 import json
-import os
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -29,8 +28,8 @@ from slm4ie_assets.part_writer import count_range, write_part_counted
 from slm4ie_assets.pipeline import extract_dataset
 from slm4ie_assets.range_scheduler import chains_per_file, run_pooled
 from slm4ie_assets.shards import (
-    MAX_AUTO_RANGE,
-    MIN_AUTO_RANGE,
+    AUTO_RANGE,
+    MAX_AUTO_RANGES,
     Shard,
     check_shard_key,
     plan_shards,
@@ -70,34 +69,30 @@ def dataset(root: Path, extractor: str, files: dict[str, bytes], split_bytes: in
 # ----------------------------------------------------------------------------- the setting
 
 
-def test_split_bytes_top_level_and_per_dataset_and_unset_means_sized_to_the_file_and_workers(tmp_path):
+def test_split_bytes_top_level_and_per_dataset_and_unset_means_the_automatic_size(tmp_path):
     catalog = load_catalog(write_config(tmp_path, "split_bytes: 1000\nmax_workers: 3\ndatasets:\n"
                                                   "  a: {extractor: text, domain: web}\n"
                                                   "  b: {extractor: text, domain: web, split_bytes: 0}\n"))
     assert catalog.split_bytes == 1000
     assert catalog.dataset("a").split_bytes == 1000 and catalog.dataset("b").split_bytes == 0
-    assert catalog.dataset("a").planning_workers == 3
     plain = load_catalog(write_config(tmp_path, "datasets:\n  a: {extractor: text, domain: web}\n"))
     assert plain.dataset("a").split_bytes is DEFAULT_SPLIT_BYTES is None
-    assert plain.dataset("a").planning_workers == os.cpu_count()  # max_workers 0: every core
     assert catalog.dataset("a").recipe == plain.dataset("a").recipe  # the same bytes: not in the recipe
 
 
-@pytest.mark.parametrize("split_bytes,workers,size,expected", [
-    (None, 2, 300_000_000, 50_000_000),  # three ranges per worker
-    (None, 16, 2 * 10**9, 41_666_667),
-    (None, 16, 8 * 10**9, 166_666_667),
-    (None, 16, 500 * 10**6, MIN_AUTO_RANGE),  # never below the floor
-    (None, 1, 8 * 10**9, MAX_AUTO_RANGE),  # nor above the cap
-    (None, 64, 10 * 10**6, MIN_AUTO_RANGE),  # a small file stays whole (under the floor)
-    (1000, 16, 8 * 10**9, 1000),  # extract.yaml's value wins
-    (0, 16, 8 * 10**9, 0),
+@pytest.mark.parametrize("split_bytes,size,expected", [
+    (None, 300_000_000, AUTO_RANGE),  # 32 MiB: 9 ranges, on any host
+    (None, 10 * 10**6, AUTO_RANGE),  # a file up to 32 MiB stays whole
+    (None, MAX_AUTO_RANGES * AUTO_RANGE, AUTO_RANGE),  # up to 8 GiB: 32 MiB ranges
+    (None, 50 * 10**9, 195_312_500),  # beyond: MAX_AUTO_RANGES ranges, bigger ones
+    (1000, 8 * 10**9, 1000),  # extract.yaml's value wins
+    (0, 8 * 10**9, 0),
 ])
-def test_the_automatic_range_size_follows_the_file_and_the_workers(split_bytes, workers, size, expected):
-    assert range_bytes(split_bytes, workers, size) == expected
+def test_the_automatic_range_size_follows_the_file_alone(split_bytes, size, expected):
+    assert range_bytes(split_bytes, size) == expected
 
 
-def test_automatic_ranges_cut_a_big_file_for_the_workers_and_leave_a_small_one_whole(tmp_path):
+def test_automatic_ranges_cut_a_big_file_and_leave_a_small_one_whole(tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
     block = b"ena dva tri\n\n" * 1000
@@ -106,13 +101,11 @@ def test_automatic_ranges_cut_a_big_file_for_the_workers_and_leave_a_small_one_w
             fh.write(block)
     (raw / "small.txt").write_bytes(block)
     files = discover(raw, (".txt",))
-    one = plan_shards(TextExtractor(), files, split_bytes=None, workers=1)
-    assert [s.key for s in one if "small" in s.key] == ["small.txt"]
-    big = [s for s in one if "big" in s.key]
-    assert len(big) == 3 and all(abs(s.size - 39_000_000) < 20 for s in big)  # a third each
-    eight = [s for s in plan_shards(TextExtractor(), files, split_bytes=None, workers=8) if "big" in s.key]
-    assert [round(s.size / MIN_AUTO_RANGE, 3) for s in eight] == [1, 1, 1, 0.487]  # at the floor
-    assert len(plan_shards(TextExtractor(), files, split_bytes=0, workers=8)) == 2
+    shards = plan_shards(TextExtractor(), files, split_bytes=None)
+    assert [s.key for s in shards if "small" in s.key] == ["small.txt"]
+    big = [s for s in shards if "big" in s.key]
+    assert [round(s.size / AUTO_RANGE, 3) for s in big] == [1, 1, 1, 0.487]  # 32 MiB each, the rest last
+    assert len(plan_shards(TextExtractor(), files, split_bytes=0)) == 2
 
 
 @pytest.mark.parametrize("value", ["-1", "1.5", "'big'", "true"])  # null: sized automatically
