@@ -14,9 +14,12 @@ sensor calls this every tick).
 Refused with `ArchiveError` (the dataset fails): member paths that are absolute, contain `..`, or
 pass through a symlink; links, devices, fifos and any other non-regular member (links are refused
 even when they point inside the folder: a link target is resolved at use time, so checking it is
-fragile, and corpora have no need for them); an expansion beyond `ArchiveLimits`, counted on the
-bytes actually written, never on header claims. Skipped with a warning (S14): an archive that
-cannot be read (corrupt, truncated, unsupported) or whose members clash with the tree.
+fragile, and corpora have no need for them). Skipped with a warning (S14): an archive that
+cannot be read (corrupt, truncated, unsupported) or whose members clash with the tree, and a root
+archive (a raw file, not one unpacked from another) that unpacks, at any depth, beyond
+`ArchiveLimits`: everything unpacked from one root, nested archives included, is charged to that
+root's budget, counted on the bytes actually written, never on header claims, and a breach removes
+everything of its tree (issue 34: per-archive budgets multiplied with each level of nesting).
 
 Symlinks in the raw tree are not followed. A linked directory could loop or lead out of the raw
 tree (the discovery rule of ADDENDUM 3.1). A linked archive may live outside raw/<key>/ or be a

@@ -31,6 +31,12 @@ class SkipArchive(Exception):
         self.about_archive = about_archive
 
 
+class BudgetExceeded(SkipArchive):
+    """A root archive unpacks, at any depth, to more bytes or members than `archives:` allows (D16):
+    the root is skipped as `bad_archive` and everything unpacked from it is removed. The reason
+    names the member where the limit tripped, and the inner archive that held it."""
+
+
 class WriteFailure(OSError):
     """The raw tree cannot be written (disk full, permissions): fails the run, unlike a bad archive."""
 

@@ -5,13 +5,14 @@ import os
 import stat
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..byte_units import duration, human_bytes, human_rate
 from ..catalog import ArchiveLimits
 from ..extractors.base import escaped_name, sort_key
 from ..fswalk import walk
-from .errors import ArchiveError, SkipArchive
+from .errors import ArchiveError, BudgetExceeded, SkipArchive
 from .formats import unpack_into
 from .names import ArchiveKind, archive_kind, is_temp_name
 from .outputs import forget_vanished, is_current, remove_stale
@@ -32,6 +33,17 @@ Log = Callable[[str], None]
 MAX_ROUNDS = 32  # nesting depth; a deeper chain is taken for archives that recreate each other
 SAVE_EVERY = 30.0  # seconds between intermediate state-file saves
 _DEFAULT_LIMITS = ArchiveLimits()
+
+
+@dataclass(slots=True)
+class _Root:
+    """A raw archive (one no other archive produced) and the budget every archive unpacked from
+    it, at any depth, is charged to (issue 34: nesting must not multiply the limits)."""
+
+    rel: str
+    st: os.stat_result
+    budget: Budget
+    refused: bool = False  # the budget was breached: what is left of its tree is not unpacked
 
 
 def unpack_archives(raw_dir: Path, state_file: Path, limits: ArchiveLimits = _DEFAULT_LIMITS,
@@ -56,6 +68,7 @@ class _Run:
         self._seen: set[tuple[str, int, int]] = set()
         self._written_by: dict[str, str] = {}  # output -> archive that wrote it in this run
         self._claims: dict[str, str] = {}  # output -> an archive whose recorded outputs hold it
+        self._root_of: dict[str, _Root] = {}  # archive produced in this run -> its root
         self._last_save = time.monotonic()
 
     # -- reporting
@@ -171,10 +184,16 @@ class _Run:
             return []
         kind = archive_kind(path.name)
         assert kind is not None  # only archive names are scanned or produced
+        root = self._root_for(rel, st)
+        if root.refused:
+            return []
         started = time.monotonic()
         try:
-            outputs, duplicates = self._unpack(path, rel, kind, st.st_size)
+            outputs, duplicates = self._unpack(path, rel, kind, st.st_size, root.budget)
         except SkipArchive as exc:
+            if isinstance(exc, BudgetExceeded) and root.rel != rel:
+                self._refuse_root(root, str(exc))
+                return []
             if exc.about_archive:
                 self._remember_failure(rel, st, str(exc), refused=False)
             self._skipped(rel, str(exc))
@@ -186,7 +205,71 @@ class _Run:
         self._log_speed(rel, outputs, time.monotonic() - started)
         self._record(rel, st, previous, outputs, duplicates)
         self._count_duplicates(rel, duplicates)
-        return [out for out in outputs if archive_kind(out.rpartition("/")[2])]
+        inner = [out for out in outputs if archive_kind(out.rpartition("/")[2])]
+        self._root_of.update((out, root) for out in inner)
+        return inner
+
+    # -- one budget per root archive (D16, issue 34)
+
+    def _root_for(self, rel: str, st: os.stat_result) -> _Root:
+        """The root whose budget unpacking `rel` is charged to: the one that produced it in this
+        run; else, for an archive an earlier run unpacked from another, that one's root, charged
+        with what the rest of its tree holds (as recorded); else `rel` itself."""
+        known = self._root_of.get(rel)
+        if known is not None:
+            return known
+        top, seen = rel, {rel}
+        while (parent := self._claims.get(top)) is not None and parent not in seen:
+            seen.add(parent)
+            top = parent
+        if top == rel:
+            return _Root(rel, st, self._budget(st.st_size, rel))
+        try:
+            top_st = os.lstat(self.raw_dir / top)
+        except OSError:
+            return _Root(rel, st, self._budget(st.st_size, rel))
+        budget = self._budget(top_st.st_size, top)
+        budget.written, budget.members = self._recorded_usage(top, rel)
+        return _Root(top, top_st, budget)
+
+    def _recorded_usage(self, top: str, exclude: str) -> tuple[int, int]:
+        """Bytes and files the state records for the tree of archive `top`, without the subtree
+        of `exclude` (unpacked again now, so charged as it is written)."""
+        written = files = 0
+        stack, seen = [top], {exclude}
+        while stack:
+            rel = stack.pop()
+            entry = self.state.archives.get(rel)
+            if rel in seen or entry is None:
+                continue
+            seen.add(rel)
+            for out, stamp in entry.outputs.items():
+                written += stamp.size
+                files += 1
+                stack.append(out)
+        return written, files
+
+    def _refuse_root(self, root: _Root, reason: str) -> None:
+        """An archive inside `root` breached the root's budget: skip the root (`bad_archive`,
+        remembered while it and the limits are unchanged) and remove what its tree produced, in
+        this run or before, so nothing of it is left to extract."""
+        root.refused = True
+        self._seen.add((root.rel, root.st.st_size, root.st.st_mtime_ns))  # not handled again in this run
+        gone = {root.rel}
+        entry = self.state.archives.pop(root.rel, None)
+        if entry is not None:
+            stale = remove_stale(self.raw_dir, self.state.archives, root.rel, entry.outputs, {})
+            gone.update(stale.removed)
+            if stale.kept:
+                self.warn(f"{self.where(root.rel)}: {len(stale.kept)} file(s) it produced were changed since "
+                          f"and are left in place: {', '.join(sorted(stale.kept)[:5])}")
+        self._remember_failure(root.rel, root.st, reason, refused=False)
+        r = self.report
+        r.unpacked = [rel for rel in r.unpacked if rel not in gone]
+        r.up_to_date = [rel for rel in r.up_to_date if rel not in gone]
+        for rel in gone:
+            r.outputs.pop(rel, None)
+        self._skipped(root.rel, reason)
 
     def _replay_failure(self, rel: str, st: os.stat_result) -> bool:
         """The same bytes failed before: say so again without reading (and, for a bomb, writing) them."""
@@ -217,13 +300,13 @@ class _Run:
         self.state.failed[rel] = FailureRecord(self._failure_key(st), refused, reason)
         self._dirty = True
 
-    def _unpack(self, path: Path, rel: str, kind: ArchiveKind,
-                size: int) -> tuple[dict[str, OutputStamp], tuple[str, ...]]:
+    def _unpack(self, path: Path, rel: str, kind: ArchiveKind, size: int,
+                budget: Budget) -> tuple[dict[str, OutputStamp], tuple[str, ...]]:
         """The archive's outputs, committed, and its members a later copy replaced."""
         where = self.where(rel)
         if size == 0:
             raise SkipArchive("the file is empty (0 bytes)")
-        staging = Staging(path, rel.rpartition("/")[0], where, self._budget(size), self.warn, self._log)
+        staging = Staging(path, rel.rpartition("/")[0], where, budget, self.warn, self._log)
         self.info(f"{where}: unpacking ({human_bytes(size)})")
         try:
             unpack_into(path, kind, staging, where)
@@ -232,12 +315,14 @@ class _Run:
             staging.rollback()
             raise
 
-    def _budget(self, size: int) -> Budget:
+    def _budget(self, size: int, root: str) -> Budget:
+        """A fresh budget for the root archive `root` of `size` bytes."""
         by_ratio = int(self.limits.max_ratio * size)
-        members = self.limits.max_members
+        members, where = self.limits.max_members, self.where(root)
         if by_ratio < self.limits.max_bytes:
-            return Budget(by_ratio, f"max_ratio {self.limits.max_ratio:g} x {size:,} archive bytes", members)
-        return Budget(self.limits.max_bytes, f"max_bytes {self.limits.max_bytes:,}", members)
+            return Budget(by_ratio, f"max_ratio {self.limits.max_ratio:g} x {size:,} root archive bytes",
+                          members, where)
+        return Budget(self.limits.max_bytes, f"max_bytes {self.limits.max_bytes:,}", members, where)
 
     def _log_speed(self, rel: str, outputs: dict[str, OutputStamp], seconds: float) -> None:
         total = sum(stamp.size for stamp in outputs.values())

@@ -15,7 +15,7 @@ from typing import BinaryIO, NoReturn
 
 from ..extractors.base import escaped_name
 from ..gzipio import ChunkWriter
-from .errors import ArchiveError, SkipArchive, WriteFailure
+from .errors import ArchiveError, BudgetExceeded, SkipArchive, WriteFailure
 from .names import temp_name
 from .state import OutputStamp
 
@@ -27,14 +27,19 @@ PROGRESS_EVERY = 10.0  # seconds between progress lines for one large archive
 _PLACEMENT_ERRNOS = (errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ELOOP)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Budget:
-    """How many bytes the archive may unpack to, counted on the bytes written, never on header
-    claims; `note` names the limit that set it, for the error."""
+    """How many bytes and members one ROOT archive (a raw file, not one unpacked from another) may
+    unpack to, at any depth: every archive that comes out of it is charged to the same Budget, so
+    nesting never multiplies the limits (issue 34). Counted on the bytes written, never on header
+    claims; `note` names the limit that set it, for the message."""
 
     limit: int
     note: str
-    max_members: int = 0  # members (files and folders) the archive may hold; 0: no limit
+    max_members: int = 0  # members (files and folders) the root may hold at any depth; 0: no limit
+    root: str = ""  # the root archive as messages name it ("<key>/<rel>"); "": the staged archive itself
+    written: int = 0  # bytes unpacked from the root so far, at any depth
+    members: int = 0
 
 
 class Staging:
@@ -67,14 +72,19 @@ class Staging:
         self._ensure_dir(tuple(parts), name)
 
     def _count_member(self, name: str) -> None:
-        """Refuse an archive of more members than `archives.max_members`: a few KB of tar.gz can
-        hold tens of thousands of empty files, which the byte limits never see."""
+        """Refuse a root archive of more members, at any depth, than `archives.max_members`: a few
+        KB of tar.gz can hold tens of thousands of empty files, which the byte limits never see."""
         self.members += 1
+        self.budget.members += 1
         limit = self.budget.max_members
-        if limit and self.members > limit:
-            raise ArchiveError(f"{self.where}: holds more than {limit:,} members (limit archives.max_members; "
-                               f"reached at member {name!r}); raise archives.max_members in the config if the "
-                               f"archive is trusted")
+        if limit and self.budget.members > limit:
+            raise BudgetExceeded(f"holds more than {limit:,} members at any depth (limit archives.max_members; "
+                                 f"reached at member {name!r}{self._nested_in()}); raise archives.max_members "
+                                 f"in the config if the archive is trusted")
+
+    def _nested_in(self) -> str:
+        """Where a limit tripped, when that is an archive inside the root rather than the root."""
+        return f" of {self.where}" if self.budget.root and self.budget.root != self.where else ""
 
     def _ensure_dir(self, parts: tuple[str, ...], name: str) -> Path:
         if parts in self._dirs:
@@ -180,13 +190,15 @@ class Staging:
         return None
 
     def _counted(self, chunks: Iterable[bytes], name: str) -> Iterator[bytes]:
+        budget = self.budget
         for chunk in chunks:
             self.written += len(chunk)
-            if self.written > self.budget.limit:
-                raise ArchiveError(f"{self.where}: unpacks to more than {self.budget.limit:,} bytes "
-                                   f"(limit {self.budget.note}; reached in member {name!r}); raise "
-                                   f"archives.max_ratio / archives.max_bytes in the config if the "
-                                   f"archive is trusted")
+            budget.written += len(chunk)
+            if budget.written > budget.limit:
+                raise BudgetExceeded(f"unpacks to more than {budget.limit:,} bytes at any depth (limit "
+                                     f"{budget.note}; reached in member {name!r}{self._nested_in()}); raise "
+                                     f"archives.max_ratio / archives.max_bytes in the config if the archive "
+                                     f"is trusted")
             yield chunk
 
     def _progress(self) -> None:

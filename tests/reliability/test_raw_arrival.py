@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from slm4ie_assets.archives import ArchiveError
-from slm4ie_assets.assets import extracted_key
+from slm4ie_assets.assets import extracted_key, partitions_name
 from slm4ie_assets.catalog import CatalogError, load_catalog
 from slm4ie_assets.input_stamps import InputChanged
 from slm4ie_assets.pipeline import StrictModeViolation, extract_and_publish, extract_dataset, plan_dataset
+from slm4ie_assets.sensors import evaluate_raw
 from slm4ie_assets.settling import arrivals
 from slm4ie_assets.stalls import WorkerStalled
 from slm4ie_assets.store import DatasetStore, UnsafeOutputTree
@@ -220,19 +220,20 @@ def test_the_archive_ledger_through_dagster_metadata_and_checks(tmp_path, instan
     assert checks["no_drops"].metadata["drop_ledger"].value == {"bad_archive": 3, "duplicate_member": 1}
 
 
-def test_an_archive_of_more_members_than_max_members_is_refused(tmp_path):
+def test_an_archive_of_more_members_than_max_members_is_skipped(tmp_path):
     raw = tmp_path / "raw" / "d"
     raw.mkdir(parents=True)
     with tarfile.open(raw / "many.tar.gz", "w:gz") as tar:
         for i in range(2000):
             tar.addfile(tarfile.TarInfo(f"f{i:05d}.jsonl"), io.BytesIO(b""))
     assert (raw / "many.tar.gz").stat().st_size < 40_000
+    write_files(raw, {"ok.jsonl": jsonl("OK", 2)})
     catalog = catalog_for(tmp_path, {}, archives={"max_members": 1000})
-    with pytest.raises(ArchiveError, match=r"more than 1,000 members .*archives.max_members"):
-        extract_dataset(catalog.dataset("d"), catalog)
+    skipped = extract_dataset(catalog.dataset("d"), catalog).manifest
+    assert skipped is not None and skipped.files == 1 and skipped.drops == {"bad_archive": 1}
     assert not list(raw.glob("f*.jsonl"))  # nothing of it was left
-    roomy = catalog_for(tmp_path, {}, archives={"max_members": 2000})
-    assert extract_dataset(roomy.dataset("d"), roomy).manifest.files == 2000
+    roomy = catalog_for(tmp_path, {}, archives={"max_members": 2001})
+    assert extract_dataset(roomy.dataset("d"), roomy).manifest.files == 2001
 
 
 # ----------------------------------------------------------------------------- refuse what cannot work
@@ -326,27 +327,131 @@ def test_temporary_names_are_never_inputs_and_a_hidden_input_still_is(tmp_path):
     assert report.manifest is not None and report.manifest.drops == {} and report.manifest.files == 1
 
 
-def test_the_sensor_waits_while_files_are_arriving_and_says_how_many(tmp_path, instance):
-    raw = tmp_path / "raw" / "kas"
-    write_files(raw, {"a.txt": "prvi\n"})
-    project = DagsterProject(tmp_path, {"kas": {"extractor": "text", "domain": "t", "settle_seconds": 3600}})
+# rsync --delay-updates, rsync --partial-dir, azcopy (a folder, and the file it downloads into)
+COPY_TOOL_TEMPS = [".~tmp~/a.jsonl", "sub/.rsync-partial/b.jsonl", ".azDownload-3f2a/c.jsonl",
+                   ".azDownload-3f2a-d.jsonl"]
+
+
+@pytest.mark.parametrize("temp", COPY_TOOL_TEMPS)
+def test_copy_tools_working_folders_are_never_inputs_nor_unpacked(tmp_path, temp):
+    raw = tmp_path / "raw" / "d"
+    write_files(raw, {"whole.jsonl": jsonl("W", 2), temp: jsonl("CUT", 3)[:-7]})
+    archive = (raw / temp).parent / "e.jsonl.gz"
+    if (raw / temp).parent != raw:  # a partial archive in the same folder is not unpacked either
+        archive.write_bytes(gzip.compress(jsonl("GZ", 2))[:-5])
+    catalog = catalog_for(tmp_path, {})
+    report = extract_dataset(catalog.dataset("d"), catalog)
+    assert report.manifest is not None and report.manifest.files == 1 and report.manifest.drops == {}
+    assert b"CUT" not in published_text(tmp_path) and not (archive.parent / "e.jsonl").exists()
+
+
+def _raw_project(tmp_path, entry: dict, files: dict):
+    write_files(tmp_path / "raw" / "kas", files)
+    return DagsterProject(tmp_path, {"kas": {"extractor": "text", "domain": "t", **entry}})
+
+
+def test_a_copied_file_is_planned_once_its_size_and_mtime_held_still_for_one_tick(tmp_path, instance):
+    project = _raw_project(tmp_path, {"settle_seconds": 3600}, {"a.txt": "prvi\n"})  # no file is an hour old
     watcher = Watcher(project, instance)
-    data = watcher.tick()  # a.txt was written just now: it has not settled
+    data = watcher.tick()  # a.txt was written just now: this is the first look at it
     assert data.run_requests == [] and watcher.partitions() == []
     assert "kas: 1 file(s) still arriving (a.txt)" in data.skip_message
     assert "write elsewhere, then move into raw/" in data.skip_message
-    write_files(raw, {".b.txt.Q1w2E3": "pol", "c.txt.part": "pol"})
-    assert "3 file(s) still arriving" in watcher.tick().skip_message
-    state = DatasetStore(project.spec("kas")).state / "archives.json"
-    later = time.time_ns() + 3601 * 1_000_000_000
-    assert arrivals(raw, 3600, state, now_ns=later).fresh == ()  # settled an hour on; the names still count
-    assert arrivals(raw, 3600, state, now_ns=later).temporary == (".b.txt.Q1w2E3", "c.txt.part")
+    with open(project.raw("kas") / "a.txt", "a") as writer:  # the copy goes on between two ticks
+        writer.write("drugi\n")
+    write_files(project.raw("kas"), {".b.txt.Q1w2E3": "pol", "c.txt.part": "pol"})
+    assert "3 file(s) still arriving (a.txt, .b.txt.Q1w2E3, c.txt.part)" in watcher.tick().skip_message
     for name in (".b.txt.Q1w2E3", "c.txt.part"):
-        (raw / name).unlink()
-    settled = DagsterProject(tmp_path, {"kas": {"extractor": "text", "domain": "t", "settle_seconds": 0}})
-    planned = Watcher(settled, instance).tick()  # never published: one extracted/kas run plans everything
+        (project.raw("kas") / name).unlink()  # the tools renamed them away; a.txt held still since
+    planned = watcher.tick()  # never published: one extracted/kas run plans everything
     assert [r.asset_selection for r in planned.run_requests] == [[extracted_key("kas")]]
-    assert Watcher(settled, instance).partitions() == ["a.txt"]
+    assert watcher.partitions() == ["a.txt"]
+
+
+def test_a_file_moved_in_whole_is_planned_on_the_next_tick(tmp_path, instance):
+    project = _raw_project(tmp_path, {"settle_seconds": 60}, {"a.txt": "prvi\n"})
+    watcher = Watcher(project, instance)
+    os.utime(project.raw("kas") / "a.txt", (time.time() - 61, time.time() - 61))  # written a while ago
+    project.publish(instance, "kas")
+    assert watcher.tick().run_requests == []
+    staged = tmp_path / "staging" / "b.txt"
+    write_files(staged.parent, {"b.txt": "nov\n"})
+    os.utime(staged, (time.time() - 61, time.time() - 61))  # written elsewhere, a minute ago
+    os.rename(staged, project.raw("kas") / "b.txt")  # its ctime is now: it does not count
+    assert [r.partition_key for r in watcher.tick().run_requests] == ["b.txt"]
+
+
+def test_a_future_mtime_is_named_once_and_holds_the_dataset_back_one_tick(tmp_path, instance):
+    project = _raw_project(tmp_path, {"settle_seconds": 60}, {"a.txt": "prvi\n", "b.txt": "drugi\n"})
+    for name in ("a.txt", "b.txt"):
+        os.utime(project.raw("kas") / name, (time.time() - 61, time.time() - 61))
+    os.utime(project.raw("kas") / "b.txt", (1893456000, 1893456000))  # touch -d 2030-01-01
+    spec, warnings = project.spec("kas"), []
+    first = evaluate_raw(spec, project.catalog, instance, None, warn=warnings.append)
+    assert "1 file(s) still arriving (b.txt)" in first.skip_reason.skip_message
+    assert len(warnings) == 1 and "kas: 1 file(s) have a modification time in the future (b.txt)" in warnings[0]
+    second = evaluate_raw(spec, project.catalog, instance, first.cursor, warn=warnings.append)
+    assert [r.asset_selection for r in second.run_requests] == [[extracted_key("kas")]]  # both files
+    assert second.dynamic_partitions_requests[0].partition_keys == ["a.txt", "b.txt"]
+    third = evaluate_raw(spec, project.catalog, instance, second.cursor, warn=warnings.append)
+    assert len(warnings) == 1 and [r.run_key for r in third.run_requests] == [r.run_key for r in second.run_requests]
+
+
+@pytest.mark.parametrize("temp", COPY_TOOL_TEMPS)
+def test_a_copy_tools_working_folder_holds_the_dataset_until_empty_and_is_never_planned(tmp_path, instance, temp):
+    project = _raw_project(tmp_path, {"settle_seconds": 1}, {"a.txt": "prvi\n", temp.replace("jsonl", "txt"): "po"})
+    os.utime(project.raw("kas") / "a.txt", (time.time() - 5, time.time() - 5))
+    shown = temp.replace("jsonl", "txt") if temp.endswith("-d.jsonl") else temp.rsplit("/", 1)[0] + "/"
+    watcher = Watcher(project, instance)
+    assert f"1 file(s) still arriving ({shown})" in watcher.tick().skip_message
+    (project.raw("kas") / temp.replace("jsonl", "txt")).unlink()  # the tool renamed it into place...
+    planned = watcher.tick()  # ...and its empty folder is no sign of a copy any more
+    assert planned.run_requests and watcher.partitions() == ["a.txt"]
+
+
+def test_a_folder_that_keeps_receiving_files_publishes_what_settled_every_max_settle_wait(tmp_path, instance):
+    """A new file at every tick (30 s apart on the sensor's clock): with max_settle_wait 100 s the
+    tick at +120 s plans the three files that held still, holds back the one still arriving, and
+    waits again as long before it plans the next."""
+    project = _raw_project(tmp_path, {"settle_seconds": 3600, "max_settle_wait": 100}, {})
+    spec, cursor, clock = project.spec("kas"), None, time.time_ns()
+    results = []
+    for step, name in enumerate(["a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "f.txt"]):
+        write_files(project.raw("kas"), {name: f"{name}\n"})
+        result = evaluate_raw(spec, project.catalog, instance, cursor, now_ns=clock + step * 30 * 1_000_000_000)
+        for req in getattr(result, "dynamic_partitions_requests", None) or []:
+            instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        cursor, _ = result.cursor, results.append(result)
+    skips = [r.skip_reason.skip_message if r.skip_reason else "" for r in results]
+    assert [bool(r.run_requests) for r in results] == [False, False, False, False, True, False]
+    assert "1 file(s) still arriving (d.txt)" in skips[3] and "10s more at most (max_settle_wait)" in skips[3]
+    assert instance.get_dynamic_partitions(partitions_name("kas")) == ["a.txt", "b.txt", "c.txt", "d.txt"]
+    assert "1 file(s) still arriving (f.txt)" in skips[5] and "70s more at most" in skips[5]
+
+
+def test_a_rewrite_still_arriving_after_max_settle_wait_keeps_its_partition(tmp_path, instance):
+    project = _raw_project(tmp_path, {"settle_seconds": 3600, "max_settle_wait": 0}, {"a.txt": "a\n", "b.txt": "b\n"})
+    project.publish(instance, "kas")
+    spec = project.spec("kas")
+    first = evaluate_raw(spec, project.catalog, instance, None)
+    assert "2 shard(s) held back" in first.skip_reason.skip_message  # both young: max_settle_wait 0 plans none
+    with open(project.raw("kas") / "b.txt", "a") as writer:
+        writer.write("b se piše\n")
+    write_files(project.raw("kas"), {"c.txt": "c\n"})
+    second = evaluate_raw(spec, project.catalog, instance, first.cursor)  # a settled; b and c arriving
+    assert second.run_requests == [] and not second.dynamic_partitions_requests
+    assert "1 shard(s), nothing to extract; 2 shard(s) held back" in second.skip_reason.skip_message
+    third = evaluate_raw(spec, project.catalog, instance, second.cursor)
+    assert sorted(r.partition_key for r in third.run_requests) == ["b.txt", "c.txt"]
+
+
+def test_settling_defaults_give_about_a_minute(tmp_path):
+    spec = catalog_for(tmp_path, {}).dataset("d")
+    assert (spec.watch_interval, spec.settle_seconds, spec.max_settle_wait) == (30, 15, 600)
+    state = tmp_path / "state.json"
+    write_files(tmp_path / "raw" / "d", {"a.jsonl": jsonl("A", 1)})
+    later = time.time_ns() + 16 * 1_000_000_000
+    assert not arrivals(tmp_path / "raw" / "d", 15, state, now_ns=later)  # 16 s old: settled without a look
 
 
 # ----------------------------------------------------------------------------- self-healing
