@@ -39,7 +39,6 @@ from .sidecar_writer import SidecarWriter
 from .store import DatasetStore, OutputWriteError, partial, write_atomic, write_durable
 
 Progress = Callable[[int, int, int], None]  # (documents, text bytes, input files finished) so far in this part
-MAX_WARNINGS = 100  # kept verbatim in the meta; the drop counts are always complete
 _UID_FLUSH = 1 << 16
 _PROGRESS_EVERY = 1000  # documents between hook calls; the hook also runs after each file
 # Whether a part's text is written on a helper thread (gzipio.ChunkWriter): worth it only when the
@@ -82,18 +81,18 @@ class PartAccounts:
         # whatever would depend on the real `before` raises NeedsBefore instead
         self.speculative = before is None
         before = FILE_START if before is None else before
-        # a range of a split file continues its file: fallback ids, line numbers, the first 100 warnings
-        self.ledger = DropLedger(limit=0 if counting else max(0, MAX_WARNINGS - before.drops))
+        # a range of a split file continues its file: fallback ids, line numbers, the file's first
+        # 100 warnings of each kind (DropLedger.start_file, at each file)
+        self.ledger = DropLedger()
+        self._counting = counting
         self.context = ExtractContext(spec.key, spec.raw_dir, self.ledger, on_warning=None, before=before,
                                       counting=counting, max_document_bytes=spec.max_document_bytes,
                                       speculative=self.speculative)
-        self._repair_room = 0 if counting else max(0, MAX_WARNINGS - before.repaired_docs)
         self.repaired_docs = 0
         self._spec, self._progress = spec, progress
         self._source, self._domain = spec.key, spec.domain
         self.docs = self.annotated = self.tokens = self.sentences = self.text_bytes = 0
         self.repairs: dict[str, int] = {}
-        self._repair_warnings: list[str] = []
         self._uids = array("Q")
         self._char_lengths, self._token_lengths = LengthCounter(), LengthCounter()
         self.file_docs = 0  # documents written from the current file
@@ -164,9 +163,9 @@ class PartAccounts:
         for issue in repairs:
             self.repairs[issue] = self.repairs.get(issue, 0) + 1
         self.repaired_docs += 1
-        if len(self._repair_warnings) < self._repair_room:
-            self._repair_warnings.append(f"{self._source}/{file.rel}: document {doc_id!r}: "
-                                         f"{', '.join(sorted(set(repairs)))} repaired (U+FFFD / null)")
+        if self.ledger.repair_limit > 0:
+            self.ledger.add_repair(f"{self._source}/{file.rel}: document {doc_id!r}: "
+                                   f"{', '.join(sorted(set(repairs)))} repaired (U+FFFD / null)")
 
     def _output_error(self, exc: OSError) -> Exception:
         return exc  # nowhere to write: never reached
@@ -175,6 +174,8 @@ class PartAccounts:
         """The documents of one input file; an input that cannot be read (permissions, I/O error)
         costs that file only (D6)."""
         self.context.lines_read = None  # set again only by a reader that reads this file to its end
+        before = self.context.before  # FILE_START but for a range, whose shard is that one file
+        self.ledger.start_file(before.drops, before.repaired_docs, keep=not self._counting)
         try:
             self.add_documents(file, extractor.extract(file, self.context))
         except OSError as exc:
@@ -284,7 +285,7 @@ class PartWriter(PartAccounts):
             fingerprint=shard.fingerprint, recipe=self._spec.recipe, docs=self.docs, annotated_docs=self.annotated,
             tokens=self.tokens, sentences=self.sentences, text_bytes=self.text_bytes, input_bytes=shard.size,
             has_annotations=has_annotations, drops=dict(self.ledger.counts),
-            warnings=tuple((self.ledger.warnings + self._repair_warnings)[:MAX_WARNINGS]),
+            warnings=tuple(self.ledger.warnings),
             repairs=self.repairs, seconds=round(time.monotonic() - self._started, 3),
             lengths=LengthStats(self._char_lengths.histogram(), self._token_lengths.histogram()),
         )

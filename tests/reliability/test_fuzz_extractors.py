@@ -114,7 +114,7 @@ def check_run(root: Path, key: str, report, rebuilt_text: bool = False) -> list:
         m = REASON.search(warning)
         if m:
             named[m.group(1)] += 1
-    if sum(drops.values()) < 100:  # at most 100 warnings are kept per part
+    if sum(drops.values()) < 100:  # each file keeps the warnings of its first 100 drops (DropLedger)
         assert named == Counter(drops), (named, drops)
     else:
         assert set(named) <= set(drops)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slm4ie_assets.catalog import DatasetSpec, load_catalog
-from slm4ie_assets.extractors.base import MAX_WARNINGS_KEPT, DropLedger, ExtractContext, InputFile, RangeCounts
+from slm4ie_assets.extractors.base import DropLedger, ExtractContext, InputFile, RangeCounts
 from slm4ie_assets.extractors.macocu.doc_cuts import plan_doc_cuts
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
 from slm4ie_assets.part_writer import count_range
@@ -69,7 +69,8 @@ def ranges_output(path: Path, cuts: tuple[int, ...], counted: bool) -> list:
     out: list = []
     before = RangeCounts()
     for file in range_files(InputFile(path, path.name), cuts):
-        ledger = DropLedger(limit=max(0, MAX_WARNINGS_KEPT - before.drops))
+        ledger = DropLedger()
+        ledger.start_file(before.drops)
         ctx = ExtractContext("d", path.parent, ledger, before=before)
         docs = [(d.doc_id, d.text) for d in extractor.extract(file, ctx)]
         out += [docs, dict(ledger.counts), ledger.warnings]
