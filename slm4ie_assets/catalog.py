@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import catalog_fields as fields
 from .catalog_fields import (
+    DEFAULT_MAX_SETTLE_WAIT,
     DEFAULT_MAX_SHARDS_PER_RUN,
     DEFAULT_SETTLE_SECONDS,
     DEFAULT_SPLIT_BYTES,
@@ -67,14 +68,15 @@ class DatasetSpec:
     raw_options: Any = None
     strict: bool = False
     watch: bool = True
-    watch_interval: int = 60
+    watch_interval: int = fields.DEFAULT_WATCH_INTERVAL
     schedule: str | None = None
     owners: tuple[str, ...] = ()  # Dagster asset owners: e-mail addresses or `team:<name>`
     # 0: files are never split; None: the fixed automatic range size (shards.range_bytes); not in the
     # recipe (the same bytes whatever the ranges)
     split_bytes: int | None = DEFAULT_SPLIT_BYTES
     max_shards_per_run: int = DEFAULT_MAX_SHARDS_PER_RUN  # fan-out of shard backfills and sensor runs (D24)
-    settle_seconds: int = DEFAULT_SETTLE_SECONDS  # the raw sensor's quiet time before it plans a file
+    settle_seconds: int = DEFAULT_SETTLE_SECONDS  # an mtime this old has settled (settling.py)
+    max_settle_wait: int = DEFAULT_MAX_SETTLE_WAIT  # the raw sensor plans what has settled at least this often
     stall_seconds: int = DEFAULT_STALL_SECONDS  # a pool worker without progress this long is reported
     stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT_SECONDS  # ... and fails the run (0: never)
     max_document_bytes: int = 0  # a document (its text line) over this is dropped; 0: no cap (recipe when set)

@@ -12,8 +12,12 @@ DEFAULT_SPLIT_BYTES: int | None = None
 # 0: a backfill of shards/<key> is one run per contiguous key range (the in-run pool uses the cores);
 # N: runs of at most N shards, which the run queue runs side by side (D24)
 DEFAULT_MAX_SHARDS_PER_RUN = 0
-# the raw sensor plans a file only once nothing wrote to it (mtime and ctime) for this long (settling.py)
-DEFAULT_SETTLE_SECONDS = 120
+# the raw sensor plans a file once its size and mtime held still between two ticks, or its mtime is this old
+# (settling.py); with the 30 s tick, a small file copied in is published about a minute later
+DEFAULT_SETTLE_SECONDS = 15
+# while files keep arriving, the raw sensor still plans what has settled at least this often (sensors.py)
+DEFAULT_MAX_SETTLE_WAIT = 600
+DEFAULT_WATCH_INTERVAL = 30
 # a pool worker whose shard shows no progress this long is reported; with a timeout, the run fails (stalls.py)
 DEFAULT_STALL_SECONDS = 600
 DEFAULT_STALL_TIMEOUT_SECONDS = 0  # 0: never fail, only report
@@ -85,10 +89,16 @@ INHERITED = (  # top-level settings each dataset may override
            "contiguous range of shards. Default 0; a dataset may set its own."),
     _whole("settle_seconds", DEFAULT_SETTLE_SECONDS, "whole seconds >= 0 (0 = plan files as soon as they appear)",
            "0 = plan files as soon as they appear",
-           "The raw sensor plans a file only once nothing has written to it (mtime and ctime) for this many "
-           "seconds, and skips its tick while any file is that fresh or has a temporary name (rsync's "
-           ".name.XXXXXX, *.part, *.partial, *.tmp, *.crdownload, *~). 0 = plan files as soon as they appear. "
-           "Default 120; a dataset may set its own."),
+           "The raw sensor plans a file once it has settled: its size and mtime are unchanged since the "
+           "previous tick, or its mtime is at least this many seconds old. It skips its tick while any file has "
+           "not settled or has a copy tool's temporary name (rsync's .name.XXXXXX, *.part, *.partial, *.tmp, "
+           "*.crdownload, *~; files in .~tmp~/, .rsync-partial/, .azDownload-* are never inputs), for "
+           "max_settle_wait at most. 0 = plan files as soon as they appear. Default 15; a dataset may set its own."),
+    _whole("max_settle_wait", DEFAULT_MAX_SETTLE_WAIT,
+           "whole seconds >= 0 (0 = plan what has settled at every tick)", "0 = plan what has settled at every tick",
+           "While files keep arriving in raw/<key>/, the raw sensor waits at most this many seconds, then plans "
+           "the files that have settled (those still arriving wait for a later tick). 0 = plan what has settled "
+           "at every tick. Default 600; a dataset may set its own."),
     _whole("stall_seconds", DEFAULT_STALL_SECONDS, "whole seconds >= 0 (0 = never report a worker without progress)",
            "0 = never report",
            "A pool worker whose shard shows no progress (no document written, no input byte read) for this many "
@@ -138,7 +148,8 @@ DATASET = (
     *INHERITED,
     Setting("strict", "true: any skipped item fails the run.", "boolean", False, expected="true or false"),
     Setting("watch", "A sensor watches raw/<key>/ (false: no sensor).", "boolean", True, expected="true or false"),
-    Setting("watch_interval", "Seconds between sensor ticks.", "integer", 60, 5, expected="whole seconds >= 5"),
+    Setting("watch_interval", "Seconds between sensor ticks (default 30).", "integer", DEFAULT_WATCH_INTERVAL, 5,
+            expected="whole seconds >= 5"),
     Setting("owners", "Owners shown on the dataset's Dagster assets: e-mail addresses or team names written "
             "'team:<name>'.", shape={"type": "array", "items": _OWNER}),
     Setting("schedule", "5-field cron string (minute hour day-of-month month day-of-week, UTC) for a periodic "

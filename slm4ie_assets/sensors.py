@@ -22,18 +22,22 @@ The cursor holds the dataset's recipe and one 8-byte digest per bucket of shards
 hashed by key), about 700 characters whatever the dataset size: Dagster stores the cursor with
 every tick. Only the part metas of shards in buckets whose digest moved are read, so an idle tick
 reads no part meta; a changed recipe (extract.yaml edited) moves every bucket.
-A tick finding the dataset lock held skips, leaving the cursor alone: a run is rewriting parts. So
-does a tick that finds files still arriving (settling.py: written within `settle_seconds`, or under
-a temporary name); its skip reason says how many.
+A tick finding the dataset lock held skips, leaving the cursor alone: a run is rewriting parts.
+A tick that finds files that have not settled (settling.py: size or mtime moved since the previous
+tick and the mtime younger than `settle_seconds`, or a copy tool's temporary name or folder) plans
+nothing and says how many, for `max_settle_wait` at most: then it plans the shards whose files have
+settled and holds back the others (neither planned nor deleted). The cursor carries, after the bucket
+digests, the look settling.py compares with and since when the dataset has waited.
 A tick that finds the raw tree changed also reports an observation of the external `raw/<key>` asset
 whose data version digests the shard keys and fingerprints (lineage.py, DAGSTER_NOTES 6).
 """
 
 import base64
 import hashlib
+import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dagster import (
     AddDynamicPartitionsRequest,
@@ -55,7 +59,7 @@ from .catalog import Catalog, DatasetSpec
 from .lineage import observed_raw_version, raw_observation
 from .locks import LockTimeout, dataset_lock
 from .pipeline import lock_path, unpack
-from .settling import arrivals
+from .settling import Arrivals, Look, arrivals
 from .shards import Shard, list_shards
 from .stale_runs import reap_dead_runs
 from .store import DatasetStore
@@ -67,6 +71,7 @@ MAX_CHANGED_RUNS = 16
 MAX_RANGE_SHARDS = SHARD_EVENT_LIMIT  # a range run writes a planned and a materialization event per partition
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
+LOOK_SEPARATOR = " "  # between the bucket digests and the look; neither uses a space
 
 
 def _b(s: str) -> bytes:
@@ -99,6 +104,16 @@ def decode_cursor(cursor: str | None, recipe: str) -> bytes | None:
     except ValueError:
         return None
     return raw if len(raw) == SENSOR_BUCKETS * _DIGEST else None
+
+
+def split_cursor(cursor: str | None) -> tuple[str | None, Look]:
+    """The plan cursor (bucket digests) and the settling look of a raw sensor's cursor."""
+    plan, _, look = (cursor or "").partition(LOOK_SEPARATOR)
+    return plan or None, Look.decode(look)
+
+
+def join_cursor(plan: str | None, look: Look) -> str:
+    return f"{plan or ''}{LOOK_SEPARATOR}{look.encode()}"
 
 
 def _digest(items: Iterable[str]) -> str:
@@ -196,9 +211,9 @@ def new_shard_requests(spec: DatasetSpec, new: list[Shard], tags: dict[str, str]
     return requests
 
 
-def sensor_result(spec: DatasetSpec, diff: WatchDiff, observed_raw: str | None = None) -> SensorResult:
+def sensor_result(spec: DatasetSpec, diff: WatchDiff, observed_raw: str | None = None, note: str = "") -> SensorResult:
     """`observed_raw`: the data version of the latest raw/<key> observation; a tree that differs from
-    it is observed again, so an idle tick writes no event."""
+    it is observed again, so an idle tick writes no event. `note` ends the skip reason."""
     name = partitions_name(spec.key)
     partition_requests: list[AddDynamicPartitionsRequest | DeleteDynamicPartitionsRequest] = []
     added = diff.new_current + [s.key for s in diff.new_stale]  # the shards to extract end up contiguous, last
@@ -212,7 +227,7 @@ def sensor_result(spec: DatasetSpec, diff: WatchDiff, observed_raw: str | None =
     skip = None
     if not requests:
         skip = SkipReason(f"{spec.key}: {len(diff.shards)} shard(s), nothing to extract"
-                          + (f"; {len(added)} current partition(s) registered" if added else ""))
+                          + (f"; {len(added)} current partition(s) registered" if added else "") + note)
     return SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=diff.cursor,
                         skip_reason=skip, asset_events=observations)
 
@@ -223,25 +238,53 @@ def evaluate_raw(
     instance: DagsterInstance,
     cursor: str | None,
     log: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] | None = None,
+    now_ns: int | None = None,
 ) -> SensorResult | SkipReason:
-    """One tick for `spec`: unpack, list, diff, under the dataset lock (never waiting for it)."""
+    """One tick for `spec`: settle, unpack, list, diff, under the dataset lock (never waiting for it)."""
     if not spec.raw_dir.is_dir():
         return SkipReason(f"{spec.key}: raw folder {spec.raw_dir} does not exist")
+    plan_cursor, previous = split_cursor(cursor)
     try:
         with dataset_lock(lock_path(spec), spec.key, timeout=0, log=lambda _msg: None):
-            arriving = arrivals(spec.raw_dir, spec.settle_seconds, DatasetStore(spec).state / "archives.json")
-            if arriving:  # settling.py: plan nothing (and keep the cursor) until the copy is done
-                return SkipReason(arriving.reason(spec.key, spec.settle_seconds))
+            arriving = arrivals(spec.raw_dir, spec.settle_seconds, DatasetStore(spec).state / "archives.json",
+                                previous, now_ns)
+            _warn_future(spec, arriving, warn)
+            now_s = (time.time_ns() if now_ns is None else now_ns) // 1_000_000_000
+            since = arriving.look.waiting_since if arriving.look.waiting_since is not None else now_s
+            if arriving and now_s - since < spec.max_settle_wait:  # plan nothing until the copy is done
+                look = replace(arriving.look, waiting_since=since)
+                return SensorResult(skip_reason=arriving.reason(spec.key, spec.settle_seconds,
+                                                                spec.max_settle_wait - (now_s - since)),
+                                    cursor=join_cursor(plan_cursor, look))
             unpack(spec, catalog, log=log)
             shards = list_shards(spec, catalog.shard_group_threshold)
-            registered = instance.get_dynamic_partitions(partitions_name(spec.key))
-            diff = diff_raw(spec, shards, registered, cursor)
+            held = {s.key for s in shards if arriving and arriving.holds(f.rel for f in s.files)}
+            registered = [k for k in instance.get_dynamic_partitions(partitions_name(spec.key)) if k not in held]
+            diff = diff_raw(spec, [s for s in shards if s.key not in held], registered, plan_cursor)
         observed = observed_raw_version(instance, spec.key)
     except LockTimeout:
         return SkipReason(
             f"{spec.key}: a run holds the dataset lock (parts are being rewritten); looking again next tick"
         )
-    return sensor_result(spec, diff, observed)  # unpack has logged its warnings
+    # waited max_settle_wait: what has settled is planned now, the rest waits (as long again at most)
+    diff.cursor = join_cursor(diff.cursor, replace(arriving.look, waiting_since=now_s if arriving else None))
+    note = ""
+    if arriving:
+        note = (f"; {len(held)} shard(s) held back after {spec.max_settle_wait}s (max_settle_wait) while "
+                f"{len(arriving.fresh) + len(arriving.temporary)} file(s) are still arriving ({arriving.names()})")
+        if log is not None:
+            log(note[2:])
+    return sensor_result(spec, diff, observed, note)  # unpack has logged its warnings
+
+
+def _warn_future(spec: DatasetSpec, arriving: Arrivals, warn: Callable[[str], None] | None) -> None:
+    """Once, on the tick that first sees it: a file whose mtime is ahead of this host's clock."""
+    if warn is not None and arriving.future:
+        shown = Arrivals((), arriving.future, (), arriving.look).names()
+        warn(f"{spec.key}: {len(arriving.future)} file(s) have a modification time in the future ({shown}): the "
+             "writing host's clock is ahead, or the time was copied from such a host; they are planned once their "
+             "size and mtime are unchanged at the next tick")
 
 
 def build_raw_sensor(spec: DatasetSpec, catalog: Catalog) -> SensorDefinition:
@@ -251,12 +294,17 @@ def build_raw_sensor(spec: DatasetSpec, catalog: Catalog) -> SensorDefinition:
         default_status=DefaultSensorStatus.RUNNING if spec.watch else DefaultSensorStatus.STOPPED,
         target=AssetSelection.assets(shards_key(spec.key), extracted_key(spec.key)),
         description=(f"Watches the raw files of {spec.key} every {spec.watch_interval}s: extracts new or changed "
-                     f"shards, drops vanished ones and republishes extracted/{spec.key}."
+                     f"shards, drops vanished ones and republishes extracted/{spec.key}. A file is planned once "
+                     "settled: size and mtime unchanged since the previous tick, or mtime at least "
+                     f"{spec.settle_seconds}s old. While files arrive (or have a copy tool's temporary name: "
+                     f"rsync, browsers, .~tmp~/, .rsync-partial/, .azDownload-*, never inputs) it waits, "
+                     f"{spec.max_settle_wait}s at most, then plans what has settled."
                      + ("" if spec.watch else " Off because extract.yaml sets `watch: false`; start it here to "
                                               "watch anyway.")),
     )
     def _raw_sensor(context: SensorEvaluationContext):
-        return evaluate_raw(spec, catalog, context.instance, context.cursor, log=context.log.info)
+        return evaluate_raw(spec, catalog, context.instance, context.cursor, log=context.log.info,
+                            warn=context.log.warning)
 
     return _raw_sensor
 

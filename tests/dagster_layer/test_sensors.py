@@ -37,10 +37,13 @@ def project(tmp_path):
 def test_sensor_settings_come_from_extract_yaml(tmp_path):
     write_files(tmp_path / "raw" / "on", {"a.txt": "x\n"})
     project = DagsterProject(tmp_path, {"on": {"extractor": "text", "domain": "d", "watch_interval": 9},
-                                 "off": {"extractor": "text", "domain": "d", "watch": False}})
+                                 "off": {"extractor": "text", "domain": "d", "watch": False, "settle_seconds": 45}})
     on, off = project.defs.get_sensor_def("raw_on_sensor"), project.defs.get_sensor_def("raw_off_sensor")
     assert on.minimum_interval_seconds == 9 and on.default_status == DefaultSensorStatus.RUNNING
-    assert off.minimum_interval_seconds == 60 and off.default_status == DefaultSensorStatus.STOPPED
+    assert off.minimum_interval_seconds == 30 and off.default_status == DefaultSensorStatus.STOPPED
+    # the UI's page states the settle rule with this dataset's numbers
+    assert "size and mtime unchanged since the previous tick, or mtime at least 45s old" in off.description
+    assert ".~tmp~/, .rsync-partial/, .azDownload-*" in off.description and "600s at most" in off.description
     auto = project.defs.get_sensor_def("slm4ie_republish_sensor")
     assert auto.default_status == DefaultSensorStatus.RUNNING  # Dagster's default one is STOPPED
     assert auto.minimum_interval_seconds == 9
