@@ -54,7 +54,9 @@ class ExtractIOManager(ConfigurableIOManager):
         if recorder.unrecorded:
             context.log.info(f"{obj.spec.key}: {recorder.unrecorded} rebuilt shard(s) not recorded one by one as "
                              "shards/ partition materializations (bulk rebuild; see SHARD_EVENT_LIMIT)")
-        context.add_output_metadata({"shard_events_recorded": recorder.recorded})
+        # bookkeeping goes to the debug log, not the metadata people read: the recorded events are
+        # the shards/ partition materializations themselves
+        context.log.debug(f"{obj.spec.key}: {recorder.recorded} shard partition materialization(s) recorded")
         if recorder.recorded:  # this step's provenance must point past the partitions it just recorded
             context.step_context.wipe_input_asset_version_info(recorder.asset_key)  # DAGSTER_NOTES 6
         for w in report.warnings[:MAX_LOGGED_WARNINGS]:

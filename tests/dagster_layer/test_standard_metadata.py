@@ -126,6 +126,23 @@ def test_extracted_has_row_count_column_schemas_and_paths(tmp_path, instance):
     assert definition.metadata["dagster/column_schema"].schema.columns[0].name == "text"
 
 
+# what extracted/<key>'s materialization shows: numbers and tables for people, no bookkeeping
+PUBLISH_METADATA = {
+    "documents", "annotated_documents", "annotated_share", "tokens", "files", "shards", "text_bytes",
+    "sidecar_bytes", "empty_text_rate", "skipped_items", "drop_ledger", "duplicate_uids", "text_path",
+    "dagster/row_count", "dagster/column_schema", "preview", "length_distribution", "force", "skipped",
+    "shards_extracted", "shards_up_to_date", "bytes_written", "duration_seconds", "input_mb_per_second",
+}
+
+
+def test_the_materialization_metadata_holds_no_bookkeeping_key(project, instance):
+    res = project.run(instance, extracted_key("kas"))
+    [event] = [e.event_specific_data.materialization for e in res.get_asset_materialization_events()
+               if e.event_specific_data.materialization.asset_key == extracted_key("kas")]
+    assert set(event.metadata) == PUBLISH_METADATA
+    assert event.metadata["input_mb_per_second"].value > 0  # a few bytes still read as a rate, not 0
+
+
 def test_a_dataset_without_annotations_names_no_sidecar_path(project, instance):
     project.run(instance, extracted_key("kas"))
     md = instance.get_latest_materialization_event(extracted_key("kas")).asset_materialization.metadata
