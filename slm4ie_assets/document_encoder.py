@@ -10,6 +10,7 @@ from typing import final
 import orjson
 
 from .schema import Document, UnencodableValue, annotation_record, dumps, text_record
+from .type_names import a_type_name
 
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
 _orjson_dumps = orjson.dumps
@@ -39,7 +40,7 @@ def encode_document(doc: Document, source: str, domain: str, prefix: str, index:
     cap) is dropped as `document_too_large`."""
     text = doc.text
     if text.__class__ is not str and not isinstance(text, str):
-        return Drop("non_string_text", f"text is a {type(text).__name__}, not a string; document skipped")
+        return Drop("non_string_text", f"text is {a_type_name(text)}, not a string; document skipped")
     if not text or text.isspace():
         return Drop("empty_text", "blank text; document skipped")
     doc_id = doc.doc_id

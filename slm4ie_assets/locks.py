@@ -112,19 +112,35 @@ def _open_lock_file(path: Path, name: _LockName) -> int:
                                 f"refusing to follow it, so its target is not touched: {remedy}") from None
         if exc.errno in (errno.EISDIR, errno.ENXIO, errno.EOPNOTSUPP):
             raise LockFileError(f"{where} is not a regular file; {remedy}") from None
+        if exc.errno == errno.ENOENT:  # the folder was made just before: something removed it
+            raise LockFileError(removed_while_opening(where, path)) from None
         raise
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise LockFileError(f"{where} is not a regular file; {remedy}")
-        if info.st_nlink != 1:
-            raise LockFileError(f"{where} is a hard link ({info.st_nlink} names for one "
-                                f"file), so writing it would change another file too; {remedy}")
+        check_opened_lock(os.fstat(fd), where, path, remedy)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def check_opened_lock(info: os.stat_result, where: str, path: Path, remedy: str) -> None:
+    """Refuse what was opened at the lock path unless it is a regular file with one name. No name
+    at all means it was removed (alone or with its folder) right after this run created it: a lock
+    on a file nobody else can open would exclude no one."""
+    if not stat.S_ISREG(info.st_mode):
+        raise LockFileError(f"{where} is not a regular file; {remedy}")
+    if info.st_nlink == 0:
+        raise LockFileError(removed_while_opening(where, path))
+    if info.st_nlink != 1:
+        raise LockFileError(f"{where} is a hard link ({info.st_nlink} names for one "
+                            f"file), so writing it would change another file too; {remedy}")
+
+
+def removed_while_opening(where: str, path: Path) -> str:
+    return (f"{where} was removed while this run opened it (the lock file, or its folder {path.parent}, "
+            f"was deleted by something else: a clean-up of the output folder during the run?); nothing "
+            f"was written. Make sure nothing deletes {path.parent} while runs are going, then run again")
 
 
 def _wait_for_lock(fd: int, path: Path, name: _LockName, mode: int, timeout: float, log: Log | None,

@@ -11,8 +11,8 @@ Every task is timed in its worker for the run's stage clock (pipeline_clock.py).
 import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
-from typing import TypeVar
+from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor
+from typing import Any, TypeVar
 
 from .catalog import DatasetSpec
 from .pipeline_clock import StageClock, Timed, timed_call
@@ -57,12 +57,21 @@ def submit_timed(pool: ProcessPoolExecutor, clock: StageClock, stage: str, fn: C
             return
         exc = done.exception()
         if exc is not None:
-            outer.set_exception(exc)
+            _settle_unless_cancelled(outer.set_exception, exc)
             return
         timed = done.result()
         clock.task_done(stage, timed)
-        outer.set_result(timed.result)
+        _settle_unless_cancelled(outer.set_result, timed.result)
 
     outer.add_done_callback(lambda f: f.cancelled() and inner.cancel())
     inner.add_done_callback(settle)
     return outer
+
+
+def _settle_unless_cancelled(setter: Callable[[Any], None], value: object) -> None:
+    """The caller may cancel a task that is already running (a stall kill cancels what is left):
+    how it ends is then nobody's news, not an InvalidStateError traceback on stderr (issue 34)."""
+    try:
+        setter(value)
+    except InvalidStateError:
+        pass

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Document
+from ..type_names import a_type_name
 from .arrow_dir import ArrowSplit, load_folder, plan_row_cuts
 from .base import (
     NOT_UTF8,
@@ -393,5 +394,5 @@ def _drop_text(text, row_index: int, where: str, file: InputFile, ctx: ExtractCo
     elif isinstance(text, str):
         reason, what = "empty_text", "blank"
     else:
-        reason, what = "non_string_text", f"a {type(text).__name__}"
+        reason, what = "non_string_text", a_type_name(text)
     ctx.drop(reason, file, f"{where}row {row_index}: text is {what}; row skipped")

@@ -6,6 +6,7 @@ from itertools import repeat
 from typing import Any
 
 from ..schema import Annotations, Document
+from ..type_names import a_type_name
 from .base import ExtractContext, Extractor, InputFile
 from .json_objects import LineSplitter, json_objects
 from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, parse_field_mapping, probe_id
@@ -22,7 +23,7 @@ def _raise_token_error(tokens: list) -> None:
     """The first bad token's error, in document order."""
     for t in tokens:
         if not isinstance(t, dict):
-            raise BadAnnotations(f"a token is a {type(t).__name__}, not an object")
+            raise BadAnnotations(f"a token is {a_type_name(t)}, not an object")
         if "form" not in t:
             raise BadAnnotations("a token has no 'form'")
 
@@ -32,16 +33,16 @@ def parse_paragraphs(paragraphs: Any) -> Annotations | None:
     ann = Annotations()
     forms, lemmas, upos, feats, space = ann.forms, ann.lemmas, ann.upos, ann.feats, ann.space_after
     if not isinstance(paragraphs, list):
-        raise BadAnnotations(f"paragraphs is a {type(paragraphs).__name__}, not a list")
+        raise BadAnnotations(f"paragraphs is {a_type_name(paragraphs)}, not a list")
     for p in paragraphs:
         if not isinstance(p, dict):
-            raise BadAnnotations(f"a paragraph is a {type(p).__name__}, not an object")
+            raise BadAnnotations(f"a paragraph is {a_type_name(p)}, not an object")
         sentences = p.get("sentences") or []
         if not isinstance(sentences, list):
             raise BadAnnotations("paragraph.sentences is not a list")
         for s in sentences:
             if not isinstance(s, dict):
-                raise BadAnnotations(f"a sentence is a {type(s).__name__}, not an object")
+                raise BadAnnotations(f"a sentence is {a_type_name(s)}, not an object")
             tokens = s.get("tokens") or []
             if not isinstance(tokens, list):
                 raise BadAnnotations("sentence.tokens is not a list")
@@ -81,7 +82,7 @@ def _check_types(ann: Annotations) -> None:
             i, value = next((i, v) for i, v in enumerate(column) if type(v) not in allowed)
             wanted = "a string" if allowed is _STR else "a string or null"
             shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-            raise BadAnnotations(f"token {i + 1}'s {name!r} is a {type(value).__name__} ({shown}), not {wanted}")
+            raise BadAnnotations(f"token {i + 1}'s {name!r} is {a_type_name(value)} ({shown}), not {wanted}")
 
 
 class JsonlExtractor(Extractor):

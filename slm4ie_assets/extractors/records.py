@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from ..type_names import a_type_name
 from .base import ExtractContext, InputFile
 
 # Fields json and jsonl never copy into metadata: jsonl reads `paragraphs` as annotations, and
@@ -66,7 +67,7 @@ def check_text(record: dict, field: str, file: InputFile, ctx: ExtractContext, w
         ctx.drop("missing_text", file, f"no {field!r} field; record skipped", where)
     else:
         ctx.drop("non_string_text", file,
-                 f"field {field!r} is a {type(text).__name__}, not a string; record skipped", where)
+                 f"field {field!r} is {a_type_name(text)}, not a string; record skipped", where)
     return None
 
 

@@ -197,6 +197,6 @@ def test_a_token_value_of_the_wrong_type_drops_the_document_as_bad_annotations(c
     r = corpus.run("d", "jsonl", {"a.jsonl": lines(*records)})
     assert r.ids == ["nulls"]
     assert r.drops == {"bad_annotations": 4}
-    assert "d/a.jsonl:1: token 2's 'form' is a int (5), not a string; record skipped [bad_annotations]" in r.warnings
+    assert "d/a.jsonl:1: token 2's 'form' is an int (5), not a string; record skipped [bad_annotations]" in r.warnings
     assert any("token 2's 'lemma' is a dict ({'x': 1}), not a string or null" in w for w in r.warnings)
     assert r.sidecar is not None and r.sidecar[0]["lemmas"] == ["ok", None]
