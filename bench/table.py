@@ -4,7 +4,7 @@ import os
 import statistics
 import sys
 
-# serial MB/s targets of the whole pipeline (README, "Performance"), and the reference implementation's rates
+# serial MB/s targets of the whole pipeline (docs/performance.md), and the reference implementation's rates
 TARGETS = {"conllu": 36, "tei_perfile": 14, "tei_utterances": 30, "macocu": 28, "text": 110,
            "jsonl_paragraphs": 50, "jsonl": 120, "huggingface": 80, "coleslaw": 150}
 REFERENCE = {"conllu": 7, "tei_perfile": 6, "tei_utterances": 15, "macocu": 21, "text": 33,

@@ -4,7 +4,8 @@ File writes and zlib both release the GIL, so handing megabyte chunks to a helpe
 extractor keep parsing on the main thread while the previous chunk is compressed and copied into
 the page cache: on two cores the output side costs the parser almost nothing.
 
-zlib-ng level 6 (README, "Sidecar compression"): the sidecar must stay within 10% of gzip -9. Measured on the shared
+zlib-ng level 6 (docs/performance.md, "Sidecar compression"): the sidecar must stay within 10% of gzip -9.
+Measured on the shared
 corpora's and bench/'s sidecars, zlib-ng 6 is 1.015-1.044x of zlib 9 at ~1.8x the speed of zlib 6
 (itself 1.02-1.06x); zlib-ng 5 is faster still but 1.16x on TEI, and python-isal (levels 0-3)
 gives 1.36-1.41x, so neither qualifies. The output is a standard gzip member either way.

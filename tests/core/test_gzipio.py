@@ -1,4 +1,5 @@
-"""The sidecar's gzip framing (D2; README, "Sidecar compression"): a standard, reproducible, multi-member gzip file."""
+"""The sidecar's gzip framing (D2; docs/performance.md, "Sidecar compression"): a standard, reproducible,
+multi-member gzip file."""
 
 import gzip
 import shutil
@@ -64,6 +65,6 @@ def test_d2_bytes_are_deterministic_threaded_or_not(tmp_path):
 
 
 def test_issue7_size_within_ten_percent_of_gzip9():
-    """README, "Sidecar compression": the sidecar is at most 10% larger than gzip -9 of the same bytes."""
+    """docs/performance.md, "Sidecar compression": the sidecar is at most 10% larger than gzip -9 of the same bytes."""
     data = b"".join(LINES)
     assert len(gzip_bytes(data)) <= 1.10 * len(gzip.compress(data, 9, mtime=0))

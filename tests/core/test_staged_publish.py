@@ -1,6 +1,6 @@
 """The version staged while parts are extracted (assembly.VersionStager, issue 14 item 4): the same
 bytes as a publish that concatenates everything at once, whatever happens to the parts or the
-staging folder between staging and the publish (README "Guarantees" 1; D17)."""
+staging folder between staging and the publish (docs/guarantees.md 1; D17)."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""The literal CLI, run as a user types it, in real subprocesses (README, "The command line")."""
+"""The literal CLI, run as a user types it, in real subprocesses (README, "A five-minute tour")."""
 
 import json
 import shutil

@@ -1,4 +1,4 @@
-"""The `dg` CLI from the project root, run as a user types it, in real subprocesses (README, "The `dg` CLI").
+"""The `dg` CLI from the project root, run as a user types it, in real subprocesses (README, "A five-minute tour").
 
 dg finds the code location through `[tool.dg]` in pyproject.toml alone, so no -m and no
 DAGSTER_MODULE_NAME is given anywhere here. Each test uses its own catalog (SLM4IE_EXTRACT_CONFIG) and

@@ -1,5 +1,5 @@
 """What an operator reads first: a bad extract.yaml and an expected run failure, through every entry
-point, as real subprocesses of the venv's `dg` and `dagster` (README, "Messages"; issue "The
+point, as real subprocesses of the venv's `dg` and `dagster` (README, "Handle a bad input"; issue "The
 operator's path"). A bad catalog is its file:line list, once, with no traceback and a non-zero exit;
 the literal command prints no supersession warning and its one message sits in the first 15 lines."""
 

@@ -1,4 +1,4 @@
-"""Runs whose process died stop holding the extraction pool (README "Guarantees" 1; stale_runs.py).
+"""Runs whose process died stop holding the extraction pool (docs/guarantees.md 1; stale_runs.py).
 
 A real Dagster instance (the project's dagster.yaml: queued run coordinator, run-granularity pool
 `slm4ie_extract`) in a temporary DAGSTER_HOME, and a real child process that materializes

@@ -1,4 +1,4 @@
-"""Concurrency (README "Guarantees" 2): two runs on the same dataset never corrupt each other; different
+"""Concurrency (docs/guarantees.md 2): two runs on the same dataset never corrupt each other; different
 datasets run side by side freely.
 
 The per-dataset `flock` (locks.py) is taken around archive unpacking (the asset body) and around

@@ -1,4 +1,4 @@
-"""Crash safety on a full disk (README "Guarantees" 1; D17, docs/architecture.md "Parts and publish"): a
+"""Crash safety on a full disk (docs/guarantees.md 1; D17, docs/architecture.md "Parts and publish"): a
 small tmpfs mounted over the output (or raw) folder (root only; skipped where mounting is not
 permitted), and portably a child run with RLIMIT_FSIZE and SIGXFSZ ignored, so a write past the limit
 fails with EFBIG exactly as a full disk fails with ENOSPC.

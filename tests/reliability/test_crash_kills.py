@@ -1,4 +1,4 @@
-"""Crash safety by SIGKILL at random moments (README "Guarantees" 1; D17, docs/architecture.md "Parts and
+"""Crash safety by SIGKILL at random moments (docs/guarantees.md 1; D17, docs/architecture.md "Parts and
 publish"): no kill ever leaves a partial or mixed output visible, and the next run completes and removes
 every leftover.
 

@@ -1,4 +1,4 @@
-"""Crash safety at every file-system mutation (README "Guarantees" 1; D17, docs/architecture.md "Parts and
+"""Crash safety at every file-system mutation (docs/guarantees.md 1; D17, docs/architecture.md "Parts and
 publish"): SIGKILL at EVERY file-system mutation of a run (each rename, link, unlink, mkdir, open for
 writing, fsync ...): the run executes in a child forked from a clean fork server, with the `os`
 functions wrapped so that call number k kills the process before it happens. Timing luck cannot

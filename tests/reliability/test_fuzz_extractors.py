@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every extractor through the plain pipeline (README "Guarantees" 3; D1, D6, D7, D11,
+"""Property-based fuzzing of every extractor through the plain pipeline (docs/guarantees.md 3; D1, D6, D7, D11,
 ADDENDUM 2.1, 2.2, 5.2, 6.2).
 
 For each extractor, hypothesis generates inputs from the format's grammar and mutates their bytes

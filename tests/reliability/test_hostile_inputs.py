@@ -1,4 +1,4 @@
-"""Hostile and broken XML for the tei and macocu extractors (README "Guarantees" 3; D6, S3, ADDENDUM 3.2 / 4.6 / 6.1).
+"""Hostile and broken XML for the tei and macocu extractors (docs/guarantees.md 3; D6, S3, ADDENDUM 3.2 / 4.6 / 6.1).
 
 Every attack file holds a good document before the attack and one after it. The whole set is
 extracted by the plain pipeline in a subprocess under resource limits (address space, CPU time, a

@@ -1,4 +1,4 @@
-"""Config and paths (README "Guarantees" 4): nothing a config, a partition key or the raw tree holds makes the
+"""Config and paths (docs/guarantees.md 4): nothing a config, a partition key or the raw tree holds makes the
 pipeline write outside `extracted/` (or, for archive unpacking, outside `raw/<key>/`), and raw
 entries that cannot be read are reported, never followed forever or silently lost (D6, D15, D16,
 ADDENDUM 3.1).
@@ -235,7 +235,7 @@ def test_d6_strict_dataset_fails_on_an_unreadable_entry(tmp_path):
 def test_addendum_3_1_symlinked_file_out_of_raw_is_read_but_a_linked_folder_is_not(tmp_path):
     """ADDENDUM 3.1 includes symlinked files, wherever they point (the link is the dataset's own
     choice of input; only archives refuse links out, D16), and does not descend symlinked folders.
-    Documented in the README, section Guarantees."""
+    Documented in docs/guarantees.md."""
     outside = tmp_path / "elsewhere"
     write_files(outside, {"x.txt": "zunaj\n", "dir/y.txt": "tudi zunaj\n"})
     raw = tmp_path / "raw" / "k"

@@ -1,4 +1,4 @@
-"""Shard-level locks (issue 14 item 2, README "Guarantees" 2): a part writer holds the dataset lock
+"""Shard-level locks (issue 14 item 2, docs/guarantees.md 2): a part writer holds the dataset lock
 SHARED and its shard's lock EXCLUSIVE; unpacking, publishing and clean-up hold the dataset lock
 EXCLUSIVE. So runs on disjoint shards of one dataset write at the same time, runs on one shard take
 turns (the second skips the part it finds current, or, forced, rewrites it), and a SIGKILLed run

@@ -1,4 +1,4 @@
-"""An XML file's DOCTYPE never makes a worker open a file outside raw/<key>/ (README "Guarantees" 4).
+"""An XML file's DOCTYPE never makes a worker open a file outside raw/<key>/ (docs/guarantees.md 4).
 
 libxml2 loads the external DTD a DOCTYPE names when ids are not collected (the tei route), from the
 local disk, relative to the worker's working folder. Every tei and macocu parser answers such a

@@ -1,4 +1,5 @@
-"""Scale-out path, for real (README, "Scale-out"): a PostgreSQL 15 server from Debian's packages, the instance
+"""Scale-out path, for real (README, "Run on PostgreSQL with fan-out"): a PostgreSQL 15 server from Debian's
+packages, the instance
 config shipped in deploy/dagster.postgres.yaml, the literal CLI and `dagster-daemon run`.
 
 Proves (1) the Postgres instance publishes the same bytes as the sqlite instance, (2) with a
@@ -142,7 +143,7 @@ def open_instance(home: Path):
 
 
 def test_deploy_config_is_postgres_with_queued_runs_and_env_credentials():
-    """deploy/dagster.postgres.yaml: what docs and README ("Scale-out") promise."""
+    """deploy/dagster.postgres.yaml: what docs and README ("Run on PostgreSQL with fan-out") promise."""
     doc = yaml.safe_load(DEPLOY_CONFIG.read_text())
     db = doc["storage"]["postgres"]["postgres_db"]
     assert db["scheme"] == "postgresql+psycopg2"

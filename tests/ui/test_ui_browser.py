@@ -43,7 +43,7 @@ SCREENSHOTS = REPO / "docs" / "screenshots"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RUN_TIMEOUT = 300
-# a progress line every 50 ms, so the sample corpus's sub-second run logs several (README, "Progress")
+# a progress line every 50 ms, so the sample corpus's sub-second run logs several (README, "Follow a run")
 PROGRESS_SECONDS = "0.05"
 # the unit follows the dataset's size: the sample corpus is a few kB
 PROGRESS_LINE = re.compile(rf"{DATASET}: [0-9.,]+ of [0-9.,]+ [kMG]?B \(\d+%\), \d+ of \d+ shards, .* ETA ")

@@ -37,6 +37,6 @@ P = TypeVar("P", etree.XMLParser, etree.XMLPullParser)
 
 
 def refuse_external(parser: P) -> P:
-    """`parser`, which now opens no external resource (README, "Nothing escapes raw/<key>/")."""
+    """`parser`, which now opens no external resource (docs/guarantees.md 4, "Nothing escapes raw/<key>/")."""
     parser.resolvers.add(_NoExternal())
     return parser
