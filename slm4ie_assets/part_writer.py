@@ -30,7 +30,15 @@ from .extractors.base import (
     is_input_error,
 )
 from .gzipio import LEVEL, RANGE_PART_LEVEL, ChunkWriter, fsync_file
-from .input_stamps import InputChanged, changed_entry, describe_change, stamp_of
+from .input_stamps import (
+    InputChanged,
+    InputDigest,
+    changed_entry,
+    describe_change,
+    digest_of,
+    same_bytes_as_read,
+    stamp_of,
+)
 from .length_stats import LengthCounter, LengthStats
 from .part_meta import PartMeta
 from .schema import Document
@@ -306,13 +314,21 @@ class PartWriter(PartAccounts):
             p.unlink(missing_ok=True)
 
 
-def check_inputs_unchanged(dataset: str, shard: Shard) -> None:
+def check_inputs_unchanged(dataset: str, shard: Shard, read: tuple[InputDigest | None, ...] = ()) -> None:
     """Raise InputChanged, naming the file, when an input's stat differs from the plan's (a write,
-    a rename over it, a removal), so the part read from it is never committed."""
-    for file, planned in zip(shard.files, shard.stamps, strict=False):
-        inner = changed_entry(planned, stamp_of(file.path))
-        if inner is not None:
+    a rename over it, a removal), so the part read from it is never committed; unless only its
+    metadata changed, as the digest `read` before the extractor read it shows (input_stamps.py)."""
+    for i, (file, planned) in enumerate(zip(shard.files, shard.stamps, strict=False)):
+        now = stamp_of(file.path)
+        inner = changed_entry(planned, now)
+        if inner is not None and not same_bytes_as_read(file.path, planned, now, read[i] if i < len(read) else None):
             raise InputChanged(describe_change(dataset, file.rel, inner), file.rel)
+
+
+def digest_to_read(shard: Shard, file: InputFile) -> InputDigest | None:
+    """The digest of a whole input file just before it is read, for `check_inputs_unchanged`; None
+    for a range (input_stamps.py says why) or an unstamped shard."""
+    return digest_of(file.path) if shard.stamps and file.range is None else None
 
 
 def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
@@ -331,12 +347,14 @@ def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, st
     assumed counts, so the meta waits (`PartWriter.commit`)."""
     writer = PartWriter(spec, shard, store, progress, before)
     try:
+        read: list[InputDigest | None] = []
         for file in shard.files:
+            read.append(digest_to_read(shard, file))
             writer.extract_file(extractor, file)
             writer.files_done += 1
             if progress is not None:
                 progress(writer.docs, writer.text_bytes, writer.files_done)
-        check_inputs_unchanged(spec.key, shard)
+        check_inputs_unchanged(spec.key, shard, tuple(read))
         meta = writer.commit(pending)
     except BaseException:
         writer.abort()
