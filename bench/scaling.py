@@ -3,8 +3,8 @@
     python -m bench.scaling [--cases text:300:1:32,conllu:64:32:default] [--workers 1,2] [--runs 3]
                             [--data DIR] [--out FILE] [--project N]
 
-A case is `format:MB:files:split`, where split is `default` (no `split_bytes` in extract.yaml: the
-range size follows the file sizes and the worker count, docs/splitting.md) or a size in MiB. Inputs
+A case is `format:MB:files:split`, where split is `default` (no `split_bytes` in extract.yaml: 32 MiB
+ranges on every host, docs/splitting.md) or a size in MiB. Inputs
 are generated once per case (bench.generate's writers; a big text file is one generated 64 MB
 block written again and again, which the extraction cannot tell from fresh text). The baseline of
 every case is one worker with splitting off (`split_bytes: 0`): the reference bytes and time.
@@ -21,9 +21,11 @@ The parent adds CPU seconds of the whole process tree (os.wait4), the peak RSS o
 process, and checks that the published bytes equal the baseline's.
 
 The projection ("proj. 16w") is Amdahl's law over those stages: the serial seconds stay, the
-pooled seconds are shared by the workers, and the count seconds grow as a file's chains do
-((n-1)/n of the file is counted with n chains, so 2 workers' count seconds double from 2 to
-about 16). It is a projection from this machine's figures, not a measurement.
+pooled seconds are shared by the workers, at most one per shard (10 ranges keep 10 of 16 busy),
+and the count seconds grow as a file's chains do ((n-1)/n of the file is counted with n chains,
+so 2 workers' count seconds double from 2 to about 16). The shards are those planned here: since
+issue 32 a 16-core host plans the same ones. It is a projection from this machine's figures, not a
+measurement.
 """
 
 import argparse
@@ -53,7 +55,7 @@ class Case:
     fmt: str
     mb: int
     files: int
-    split_mib: int | None  # None: the default (sized to the file and the workers)
+    split_mib: int | None  # None: the default (shards.range_bytes: 32 MiB ranges, whatever the host)
 
     @property
     def name(self) -> str:
@@ -229,8 +231,9 @@ def project(base: dict, row: dict, target: int) -> float:
     serial = sum(stages[k] for k in SERIAL_STAGES)
     chains_counted = (w - 1) / w  # the share of a file counted with w chains
     count_per_file = stages["count"] / chains_counted if chains_counted else 0.0
-    pooled = stages["extract"] + count_per_file * (target - 1) / target
-    projected = serial + pooled / target
+    busy = min(target, max(1, row["shards"]))  # no more workers at work than there are shards
+    pooled = stages["extract"] + count_per_file * (busy - 1) / busy
+    projected = serial + pooled / busy
     return base["wall"] / projected if projected > 0 else 0.0
 
 
