@@ -13,7 +13,7 @@ EXTRAS := --all-extras
 # uv never downloads an interpreter of its own here: the venv uses $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: venv demo demo-ui home lint lock schema test test-deps test-long test-newest test-xml-newest ui daemon bench bench-scaling clean
+.PHONY: venv demo demo-ui home lint lock schema test test-deps test-long test-newest test-xml-newest ui daemon bench bench-scaling clean slurm-up slurm-down
 
 venv: $(STAMP)
 
@@ -61,6 +61,15 @@ test: lint
 # when missing; CI calls this first so an install failure shows up on its own).
 test-deps: venv
 	PYTHON=$(BIN)/python tools/install_test_deps.sh all
+
+# A Slurm cluster on this machine for tests/slurm/ (as root, from Debian's slurm-wlm, which
+# `make test-deps` installs): nodes `small` (1 CPU) and `big` (2 CPUs). Quick when already up;
+# slurm-down stops every daemon slurm-up started. .ci/run brackets the suite with them.
+slurm-up:
+	deploy/slurm/one-node-cluster.sh start
+
+slurm-down:
+	deploy/slurm/one-node-cluster.sh stop
 
 # For maintainers, not CI: a throwaway venv with the newest releases pyproject.toml allows (not
 # the lock), then the whole suite. Green means `make lock UPGRADE=1` is safe to commit.

@@ -2,19 +2,21 @@
 # Installs what the UI and Postgres tests need, and nothing when it is all there already:
 #   Debian: chromium (a real browser for Playwright) and postgresql (a real server for the
 #           Postgres instance storage);
+#   Debian, for `slurm`: slurm-wlm and munge (a real Slurm for tests/slurm/; deploy/slurm/
+#           one-node-cluster.sh starts a cluster from them, .ci/run does it before the suite);
 #   PyPI, into the current venv: playwright (the Python driver only; it never downloads a
 #           browser of its own) and dagster-postgres + psycopg2-binary, pinned in lockstep with
 #           the installed dagster so pip never moves dagster itself.
 # Safe to run repeatedly; prints one line per component. Exits non-zero when something that
 # was missing could not be installed (e.g. not root and no sudo), saying what.
 #
-# Usage: tools/install_test_deps.sh [browser|postgres|all]   (default all)
+# Usage: tools/install_test_deps.sh [browser|postgres|slurm|all]   (default all)
 #        PYTHON=/path/to/venv/bin/python overrides the interpreter (default: $VIRTUAL_ENV's,
 #        else the repo's .venv, else python3).
 set -uo pipefail
 
 want="${1:-all}"
-case "$want" in browser|postgres|all) ;; *) echo "usage: $0 [browser|postgres|all]" >&2; exit 2 ;; esac
+case "$want" in browser|postgres|slurm|all) ;; *) echo "usage: $0 [browser|postgres|slurm|all]" >&2; exit 2 ;; esac
 root="$(cd "$(dirname "$0")/.." && pwd)"
 if [[ -z "${PYTHON:-}" ]]; then
     if [[ -n "${VIRTUAL_ENV:-}" && -x "$VIRTUAL_ENV/bin/python" ]]; then PYTHON="$VIRTUAL_ENV/bin/python"
@@ -86,5 +88,11 @@ if [[ $want == postgres || $want == all ]]; then
             echo "dagster-postgres: installed now ($lib for dagster $dv, with psycopg2-binary)"
         else echo "dagster-postgres: NOT installed (pip failed for dagster-postgres==$lib)" >&2; status=1; fi
     fi
+fi
+if [[ $want == slurm || $want == all ]]; then
+    if have_deb slurm-wlm && have_deb munge; then
+        echo "slurm-wlm: installed ($(dpkg-query -W -f='${Version}' slurm-wlm)), munge too"
+    elif apt_install slurm-wlm munge; then echo "slurm-wlm: installed now, with munge"
+    else echo "slurm-wlm: NOT installed (apt-get failed or no root)" >&2; status=1; fi
 fi
 exit $status
