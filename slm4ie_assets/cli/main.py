@@ -1,4 +1,7 @@
-"""The `slm4ie` command line: arguments, the catalog, and one line for every expected error."""
+"""The `slm4ie` command line: arguments, the catalog, and one line for every expected error.
+
+argparse, not click or typer: with `OneLineParser` it already gives one-line errors and exit 2, and
+the commands are a handful of flags; a library would add a dependency and change no behaviour."""
 
 import argparse
 import sys
@@ -7,6 +10,8 @@ from dataclasses import dataclass
 
 from ..catalog import Catalog, CatalogError, DatasetSpec, load_catalog
 from ..pool_server import effective_workers, start_early
+from .config import choose_catalog
+from .select import parse_field, parse_regex, parse_where
 
 
 class UsageError(Exception):
@@ -41,20 +46,44 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def not_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"wants a whole number of at least 0, not {text!r}")
+    return int(text)
+
+
+def whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants a whole number, not {text!r}") from None
+
+
 def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="slm4ie", description="Look at extracted datasets; extract and publish without a "
-                           "Dagster instance. Reads extract.yaml ($SLM4IE_EXTRACT_CONFIG).")
-    parser.add_argument("--config", help="the catalog (default: $SLM4IE_EXTRACT_CONFIG, else ./extract.yaml)")
+                           "Dagster instance. The first line names the catalog read (on stderr with --json).")
+    parser.add_argument("--config", help="the catalog (default: $SLM4IE_EXTRACT_CONFIG, else ./extract.yaml in "
+                                         "the working folder, else the project's own)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     p = sub.add_parser("inspect", help="page through published documents, one shard's, or the dropped records")
     p.add_argument("key", help="dataset key in extract.yaml")
     p.add_argument("--shard", help="the documents of this shard's current part instead of the published file")
     p.add_argument("--n", type=positive, default=5, help="how many documents (default 5)")
-    p.add_argument("--skip", type=int, default=0, help="documents to skip first (paging)")
+    p.add_argument("--skip", type=not_negative, default=0, help="documents to skip first (paging)")
+    p.add_argument("--sample", type=positive, metavar="N", help="N documents drawn at random, in file order")
+    p.add_argument("--seed", type=whole, default=0, help="the random sample's seed (default 0: the same sample)")
+    p.add_argument("--grep", type=parse_regex, metavar="REGEX", help="only documents whose text matches")
+    p.add_argument("--where", type=parse_where, action="append", metavar="FIELD=VALUE",
+                   help="only documents whose field (uid, metadata.NAME, ...) is VALUE or lists it; repeatable")
     p.add_argument("--dropped", action="store_true", help="the records the drop ledger counted: file:line, reason")
     p.add_argument("--annotated", action="store_true", help="only annotated documents, with their tokens")
-    p = sub.add_parser("stats", help="summary, length distributions and drop ledger of the published version")
-    p.add_argument("key", help="dataset key in extract.yaml")
+    p.add_argument("--json", action="store_true", help="one JSON object per document (JSON Lines)")
+    p = sub.add_parser("stats", help="every dataset in one table; with KEY its summary, length distributions "
+                                     "and drop ledger")
+    p.add_argument("key", nargs="?", help="dataset key in extract.yaml (none: every dataset)")
+    p.add_argument("--by", type=parse_field, metavar="FIELD", help="with KEY: counts per value of FIELD "
+                                                                   "(metadata.NAME)")
+    p.add_argument("--json", action="store_true", help="JSON instead of the table")
     p = sub.add_parser("extract", help="unpack, extract the stale shards and publish (plain Python, no Dagster)")
     p.add_argument("key", help="dataset key in extract.yaml")
     p.add_argument("--force", action="store_true", help="extract every shard again and publish")
@@ -64,6 +93,10 @@ def build_parser() -> OneLineParser:
     p.add_argument("--no-publish", action="store_true", help="write parts only; `slm4ie publish KEY` later")
     p = sub.add_parser("publish", help="publish once every part is current (names what is missing otherwise)")
     p.add_argument("key", help="dataset key in extract.yaml")
+    p = sub.add_parser("status", help="which shards are current, stale or missing, and which slice owns each")
+    p.add_argument("key", help="dataset key in extract.yaml")
+    p.add_argument("--slices", type=positive, metavar="N", help="name the owner of each shard among N slices")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     return parser
 
 
@@ -73,19 +106,42 @@ def dataset(catalog: Catalog, key: str) -> DatasetSpec:
     return catalog.dataset(key)
 
 
+def check_combinations(args: argparse.Namespace) -> None:
+    """Flags that cannot go together: one line, exit 2, before anything is read."""
+    if args.command == "inspect":
+        if args.sample is not None and args.skip:
+            raise UsageError("slm4ie inspect: --sample draws from every document; it takes no --skip")
+        if args.dropped and (args.sample or args.grep or args.where or args.annotated or args.shard):
+            raise UsageError("slm4ie inspect: --dropped lists the drop ledger; it takes no --sample, --grep, "
+                             "--where, --annotated or --shard")
+    if args.command == "stats" and args.by is not None and args.key is None:
+        raise UsageError("slm4ie stats: --by needs a dataset key (slm4ie stats KEY --by metadata.NAME)")
+
+
 def dispatch(args: argparse.Namespace) -> int:
-    catalog = load_catalog(args.config)
-    spec = dataset(catalog, args.key)
+    check_combinations(args)
+    choice = choose_catalog(args.config)
+    catalog = load_catalog(choice.path)  # its errors, and a key not in it, name the file: one line
+    spec = None if args.command == "stats" and args.key is None else dataset(catalog, args.key)
+    # then the first line says which catalog was read (stderr under --json: stdout stays pure JSON)
+    print(choice.line(), file=sys.stderr if getattr(args, "json", False) else sys.stdout, flush=True)
+    if args.command == "stats":
+        from . import stats
+
+        return stats.stats(catalog, spec, args)
+    assert spec is not None
     if args.command == "extract":  # the pool's server imports on another core while we import the pipeline
         start_early(effective_workers(args.workers, catalog.max_workers))
     from . import look, run
 
     if args.command == "inspect":
         return look.inspect(spec, args)
-    if args.command == "stats":
-        return look.stats(spec)
     if args.command == "publish":
         return run.publish_when_current(spec, catalog)
+    if args.command == "status":
+        from . import status as status_command
+
+        return status_command.status(spec, catalog, slices=args.slices, as_json=args.json)
     if args.slice is not None and not args.no_publish:
         raise UsageError("slm4ie extract: --slice needs --no-publish (publish once, after every slice)")
     return run.extract(spec, catalog, args.force, args.workers, args.slice, publish=not args.no_publish)

@@ -44,6 +44,13 @@ def slm4ie(args: list, config: Path, check: bool = True) -> subprocess.Completed
     return res
 
 
+def body(res: subprocess.CompletedProcess, config: Path) -> str:
+    """The output after its first line, which names the catalog read."""
+    first, _, rest = res.stdout.partition("\n")
+    assert first == f"slm4ie: catalog {config} ($SLM4IE_EXTRACT_CONFIG)", res.stdout
+    return rest
+
+
 def published_bytes(out: Path, key: str) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.name.startswith(f"{key}.")}
 
@@ -102,22 +109,22 @@ def test_inspect_and_stats_read_the_published_version_and_write_nothing(tmp_path
     config = serial / "extract.yaml"
     before = tree_state(serial)
     res = slm4ie(["inspect", "web", "--n", "2"], config)
-    assert res.stdout.startswith("#1  web:w0  (") and "#2  web:w1  (" in res.stdout and "#3 " not in res.stdout
+    assert body(res, config).startswith("#1  web:w0  (") and "#2  web:w1  (" in res.stdout and "#3 " not in res.stdout
     res = slm4ie(["inspect", "web", "--annotated"], config)
     assert "web:w7" in res.stdout and "s1: Dober/dober/ADJ dan/dan/NOUN ././PUNCT" in res.stdout
     res = slm4ie(["inspect", "web", "--dropped"], config)
     assert "1 item(s) dropped: malformed_json 1" in res.stdout and "crawl.jsonl:41:" in res.stdout
     res = slm4ie(["inspect", "kas", "--shard", "d1/f04.txt", "--n", "100"], config)
-    assert res.stdout.count("\n#") + res.stdout.startswith("#") == 31 and "| vrstica" in res.stdout  # line breaks
+    assert res.stdout.count("\n#") == 31 and "| vrstica" in res.stdout  # line breaks
     res = slm4ie(["inspect", "kas", "--skip", "3", "--n", "1"], config)
-    assert res.stdout.startswith("#4  kas:")
+    assert body(res, config).startswith("#4  kas:")
     res = slm4ie(["stats", "web"], config)
     docs = len(read_jsonl(serial / "out" / "web.jsonl"))
     assert re.search(rf"\n  documents +{docs}\n", res.stdout) and re.search(r"malformed_json +1\n", res.stdout)
     first_range = re.search(r"shard keys \(for inspect --shard\): ([^,]+),", res.stdout).group(1)
     assert "… and 4 more" in res.stdout
     res = slm4ie(["inspect", "web", "--shard", first_range, "--annotated"], config)
-    assert res.stdout.startswith("#8  web:w7  (10 characters)") and "s1: Dober/dober/ADJ" in res.stdout  # line 8
+    assert body(res, config).startswith("#8  web:w7  (10 characters)") and "s1: Dober/dober/ADJ" in res.stdout  # line 8
     res = slm4ie(["stats", "web"], config)
     assert "characters per document" in res.stdout and "tokens per annotated document" in res.stdout
     assert tree_state(serial) == before
@@ -128,6 +135,13 @@ def test_inspect_and_stats_read_the_published_version_and_write_nothing(tmp_path
     (["inspect"], "the following arguments are required: key"),
     (["inspect", "nope"], "no dataset 'nope'"),
     (["inspect", "kas", "--n", "0"], "--n: wants a whole number of at least 1"),
+    (["inspect", "kas", "--skip", "-3"], "--skip: wants a whole number of at least 0, not '-3'"),
+    (["inspect", "kas", "--sample", "2", "--skip", "1"], "--sample draws from every document; it takes no --skip"),
+    (["inspect", "kas", "--seed", "x"], "--seed: wants a whole number, not 'x'"),
+    (["inspect", "kas", "--grep", "(a"], "--grep: not a regular expression"),
+    (["inspect", "kas", "--where", "metadata."], "--where: wants FIELD=VALUE"),
+    (["stats", "--by", "metadata.year"], "--by needs a dataset key"),
+    (["stats", "nope"], "no dataset 'nope'"),
     (["extract", "kas", "--slice", "4/3", "--no-publish"], "--slice wants I/N"),
     (["extract", "kas", "--slice", "1/3"], "--slice needs --no-publish"),
     (["frobnicate"], "invalid choice"),
@@ -135,8 +149,10 @@ def test_inspect_and_stats_read_the_published_version_and_write_nothing(tmp_path
 ])
 def test_bad_arguments_exit_non_zero_with_one_line(tmp_path, args, says):
     raw_tree(tmp_path)
-    res = slm4ie(args, write_config(tmp_path, DATASETS), check=False)
-    assert res.returncode != 0 and res.stdout == ""
+    config = write_config(tmp_path, DATASETS)
+    res = slm4ie(args, config, check=False)
+    assert res.returncode == (1 if says == "no published version" else 2)
+    assert res.stdout in ("", f"slm4ie: catalog {config} ($SLM4IE_EXTRACT_CONFIG)\n")
     assert len(res.stderr.strip().splitlines()) == 1 and says in res.stderr, res.stderr
 
 
