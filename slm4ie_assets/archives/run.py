@@ -56,6 +56,12 @@ def unpack_archives(raw_dir: Path, state_file: Path, limits: ArchiveLimits = _DE
     return _Run(Path(raw_dir), Path(state_file), limits, log).run()
 
 
+def _old_budget_refusal(reason: str) -> bool:
+    """A state file written before budgets were per root recorded a bomb as a refusal (the dataset
+    failed); it is a skip now, like a bomb found today."""
+    return ": unpacks to more than " in reason or " members (limit archives.max_members;" in reason
+
+
 class _Run:
     def __init__(self, raw_dir: Path, state_file: Path, limits: ArchiveLimits, log: Log | None):
         self.raw_dir = raw_dir
@@ -276,7 +282,7 @@ class _Run:
         failure = self.state.failed.get(rel)
         if failure is None or failure.key != self._failure_key(st):
             return False
-        if failure.refused:
+        if failure.refused and not _old_budget_refusal(failure.reason):
             raise ArchiveError(f"{failure.reason} (unchanged since it was refused)")
         self._skipped(rel, failure.reason, " (unchanged since the last try)")
         return True

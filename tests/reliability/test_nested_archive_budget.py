@@ -8,6 +8,7 @@ the root's tree is left. Real archives in tmp_path, unpacked by the real pipelin
 
 import gzip
 import io
+import json
 import lzma
 import tarfile
 from pathlib import Path
@@ -121,3 +122,22 @@ def test_an_inner_archive_unpacked_again_later_is_charged_with_the_rest_of_its_r
     assert "reached in member 'a.txt' of ds/a.txt.gz" in report.skipped[0].reason
     assert files_under(raw) == {"root.tar.xz"}  # nothing of the root's tree is left
     assert not report.unpacked and not report.up_to_date
+
+
+def test_a_bomb_refused_by_an_older_version_is_reported_as_a_skip_now(tmp_path):
+    """State files written before the per-root budget recorded a bomb as a refusal (the dataset
+    failed); replayed unchanged, it is the counted skip a bomb is today."""
+    raw = tmp_path / "ds"
+    write_files(raw, {"zeros.txt.gz": gzip.compress(bytes(1_000_000))})
+    st = (raw / "zeros.txt.gz").stat()
+    limits = ArchiveLimits(max_ratio=10)
+    old = ("ds/zeros.txt.gz: unpacks to more than 10,000 bytes (limit max_ratio 10 x 1,000 archive bytes; reached "
+           "in member 'zeros.txt'); raise archives.max_ratio / archives.max_bytes in the config if the archive is "
+           "trusted")
+    key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, limits.max_ratio, limits.max_bytes, limits.max_members]
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"format": 1, "archives": {},
+                                 "failed": {"zeros.txt.gz": {"key": key, "refused": True, "reason": old}}}))
+    report = unpack_archives(raw, state, limits)
+    assert [(s.path, s.reason) for s in report.skipped] == [("zeros.txt.gz", old)]
+    assert files_under(raw) == {"zeros.txt.gz"}
