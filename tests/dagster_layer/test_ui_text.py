@@ -86,3 +86,11 @@ def test_dg_list_defs_fits_an_80_column_terminal(tmp_path):
     lines = res.stdout.splitlines()
     assert len(lines) < 160, len(lines)  # 2 datasets: about 2 lines per definition, a few for a wrapped description
     assert str(tmp_path) not in res.stdout
+    # each check is one line, in name order, its one-word description whole
+    rows = [(i, line) for i, line in enumerate(lines) if re.search(r"│ extracted/\w+:\w+ ", line)]
+    assert [re.search(r"extracted/\w+:\w+", line).group() for _, line in rows] == sorted(
+        f"extracted/{key}:{check}" for key in DATASETS
+        for check in ("no_drops", "sentences_match_text", "sidecar_aligned", "unique_uids", "valid_schema"))
+    for i, line in rows:
+        assert re.search(r"│ (blocking|warning) +│", line), line
+        assert re.match(r"│ +│ [├└]", lines[i + 1]), lines[i:i + 2]
