@@ -312,13 +312,14 @@ def build_raw_sensor(spec: DatasetSpec, catalog: Catalog) -> SensorDefinition:
 def build_automation_sensor(catalog: Catalog) -> AutomationConditionSensorDefinition:
     """Dagster's default automation sensor is STOPPED; this one runs, so extracted/<key> republishes
     after shard runs without anyone switching it on. It ticks as often as the quickest dataset's
-    `watch_interval` (watched or not: shard backfills from the UI need the republish too), 5-30 s."""
-    intervals = [s.watch_interval for s in catalog.datasets.values()] or [30]
+    `watch_interval` (watched or not: shard backfills from the UI need the republish too), 5-15 s:
+    its wait is part of the minute from `cp` to publish."""
+    intervals = [s.watch_interval for s in catalog.datasets.values()] or [15]
     return AutomationConditionSensorDefinition(
         "slm4ie_republish_sensor",
         target=AssetSelection.assets(*(extracted_key(k) for k in catalog.datasets)),
         default_status=DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=max(5, min(30, min(intervals))),
+        minimum_interval_seconds=max(5, min(15, min(intervals))),
         description="Evaluates extracted/<key>'s eager condition: republish after shard partitions were materialized.",
     )
 

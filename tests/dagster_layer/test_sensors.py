@@ -47,6 +47,9 @@ def test_sensor_settings_come_from_extract_yaml(tmp_path):
     auto = project.defs.get_sensor_def("slm4ie_republish_sensor")
     assert auto.default_status == DefaultSensorStatus.RUNNING  # Dagster's default one is STOPPED
     assert auto.minimum_interval_seconds == 9
+    (tmp_path / "alone").mkdir()
+    alone = DagsterProject(tmp_path / "alone", {"on": {"extractor": "text", "domain": "d"}})
+    assert alone.defs.get_sensor_def("slm4ie_republish_sensor").minimum_interval_seconds == 15  # at most
 
 
 def test_add_touch_delete_each_give_exactly_the_runs_needed_and_output_stays_exact(project, instance):
