@@ -92,7 +92,12 @@ class Deployment:
                                      self.env, self.base / "daemon.log")
 
     def tail(self) -> str:
-        return (self.daemon.tail() if self.daemon else "(no daemon)") + "\n--- webserver\n" + self.web.proc.tail(3000)
+        """The runs that did not succeed, with the end of their event logs, then the daemon's log."""
+        ended = [r for r in self.instance.get_runs() if r.is_finished and r.status != DagsterRunStatus.SUCCESS]
+        runs = "".join(f"--- run {r.run_id} {r.status.value} (Slurm job {r.tags.get(JOB_TAG)})\n"
+                       + "\n".join((e.message or "")[:1500] for e in self.instance.all_logs(r.run_id)[-6:]) + "\n"
+                       for r in ended)
+        return runs + "--- daemon\n" + (self.daemon.tail(3000) if self.daemon else "(no daemon)")
 
     def runs(self, **tags) -> list:
         return self.instance.get_runs(RunsFilter(tags=tags) if tags else None)
@@ -258,6 +263,7 @@ def test_runs_whose_jobs_die_are_failed_and_terminate_is_scancel(deployment):
     assert "interrupted" in msgs or f"Slurm job {jobs[scancelled]} was cancelled" in msgs, msgs
     # SIGKILL: nothing recorded by the worker; the daemon asks Slurm and fails the run with its words
     msgs = _run_messages(dep, killed)
+    print(f"--- the SIGKILLed run's event log\n{msgs}")
     assert ended[killed].status == DagsterRunStatus.FAILURE, msgs
     assert f"Slurm job {jobs[killed]} " in msgs and "Marking run" in msgs, msgs
     # Terminate: canceled, and its job is over
