@@ -1,31 +1,42 @@
-"""Runs whose process died without telling the instance (SIGKILL, out of memory, power loss).
+"""Runs whose process died without telling the instance (SIGKILL, out of memory, a lost host).
 
-Such a run stays STARTED forever, and with dagster.yaml's run-granularity pool `slm4ie_extract`
-(limit 1) it keeps its slot, so no queued run (UI, sensors, schedules) ever starts again. Dagster's
-own `run_monitoring` does not help here: the default run launcher cannot check a run worker's
-health, it knows nothing of runs started by `dagster asset materialize` (they are executed by the
-CLI process itself), and its only remedy, `max_runtime_seconds`, would cancel healthy long
-extractions too.
+Such a run stays STARTED forever, and with dagster.yaml's run-granularity pool `slm4ie_extract` it
+keeps its slot, so no queued run (UI, sensors, schedules) ever starts again. Dagster's
+`run_monitoring` daemon ends runs stuck STARTING or CANCELING by itself, but for a STARTED run it
+asks the run launcher whether the worker is alive, and the default run launcher cannot tell. So
+the project's launcher (run_launcher.py) answers with `lost_process` below, and the monitoring
+daemon (no code server needed) fails the run with `lost_message` (DAGSTER_NOTES 5).
 
-So the first extraction step of a run records on the run's tags which process executes it (host,
-pid, and the process's start time since boot, so a reused pid is not taken for it). Before taking
-work, and on every tick of `slm4ie_stale_run_sensor` (so the daemon cleans up too), runs of this
-instance that are still active, carry these tags for this host and whose process is gone are
-marked failed (canceled if a cancel was pending) with a message saying why: the slot is free.
+Which process executes a run: the first extraction step records it on the run's tags (host, pid,
+and the process's start time since boot, so a reused pid is not taken for it). That is the run
+worker a launcher started (a multiprocessing child of the code server), or the CLI process of
+`dagster asset materialize`; a step child of a multiprocess executor is neither and records
+nothing, since it exits while the run goes on. Before the first step has recorded, a launched
+run's worker is still known: Dagster logs "Started process for run (pid: N)" and the gRPC address
+it was launched through; with a local code server the launching host (tagged by run_launcher.py)
+is the worker's host, and a pid whose process started after that event is a reused one.
 
 Only this host's runs are judged (another host's pids mean nothing here), and only tags recorded
 by the run itself (a re-execution copies its parent's tags; those name another run's process).
-The step runs in the run's own process: definitions.py uses the in-process executor, and a step
-in a child process (a multiprocess executor) records nothing, since that child exits while the
-run goes on.
+Where the launcher is not ours (an instance without the shipped settings), the next extraction
+step and `slm4ie_stale_run_sensor` mark such runs failed instead (`reap_dead_runs`).
 """
 
+import json
 import multiprocessing
 import os
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from dagster import AssetExecutionContext, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
+from dagster import (
+    AssetExecutionContext,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    RunsFilter,
+)
 
 # Bookkeeping, not for people: under Dagster's hidden-tag prefix `.dagster/` the UI's Runs list and
 # run page leave them out (dagster/_core/storage/tags.py, TagType.HIDDEN; docs/dagster-notes.md).
@@ -34,6 +45,10 @@ HOST_TAG = f"{HIDDEN}slm4ie/host"
 PID_TAG = f"{HIDDEN}slm4ie/pid"
 START_TAG = f"{HIDDEN}slm4ie/process_start"  # "<boot id>/<start time in clock ticks since boot>" (Linux)
 RUN_TAG = f"{HIDDEN}slm4ie/process_run"  # the run the three above were recorded by
+LAUNCHED_FROM_TAG = f"{HIDDEN}slm4ie/launched_from"  # host of the process that launched it (run_launcher.py)
+GRPC_INFO_TAG = ".dagster/grpc_info"  # Dagster's: the code server address a run was launched through
+WORKER_STARTED = "Started process for run"  # Dagster's engine event from a launched run worker
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 ACTIVE = (DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING)
 
 Log = Callable[[str], None]
@@ -72,13 +87,17 @@ def process_tags(run_id: str) -> dict[str, str]:
     return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), START_TAG: process_start(pid), RUN_TAG: run_id}
 
 
-def process_is_alive(pid: int, start: str) -> bool:
-    """Whether the process recorded as (`pid`, `start`) still runs on this host."""
+def process_is_alive(pid: int, start: str, started_before: float | None = None) -> bool:
+    """Whether the process recorded as (`pid`, `start`) still runs on this host; with no recorded
+    start, a process that started after `started_before` (epoch seconds) is a reused pid."""
     if os.path.isdir("/proc/self"):
         stat = _proc_stat(pid)
         if stat is None or stat[0] in ("Z", "X"):  # gone, or dead and not yet reaped by its parent
             return False
-        return not start or start == f"{_boot_id()}/{stat[1]}"
+        if start:
+            return start == f"{_boot_id()}/{stat[1]}"
+        started = _started_at(int(stat[1]))
+        return started_before is None or started is None or started <= started_before + 1.0
     try:
         os.kill(pid, 0)  # no /proc: liveness only, a reused pid cannot be told apart
     except ProcessLookupError:
@@ -88,10 +107,101 @@ def process_is_alive(pid: int, start: str) -> bool:
     return True
 
 
+def _started_at(ticks: int) -> float | None:
+    """Epoch seconds of a process start given in clock ticks since boot; None when unknown."""
+    try:
+        with open("/proc/stat") as fh:
+            btime = next(int(line.split()[1]) for line in fh if line.startswith("btime "))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return btime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class RunProcess:
+    """The process executing a run, as this instance knows it."""
+
+    host: str
+    pid: int
+    start: str = ""  # boot id and start ticks, when the process recorded itself
+    started_before: float | None = None  # when only the launch event names it: its time
+
+
+def launched_worker(instance: DagsterInstance, run_id: str) -> tuple[int, float] | None:
+    """(pid, time) of Dagster's latest "Started process for run (pid: N)" event: a launched run's worker.
+    Newest first: a run whose launch the queue retried has many engine events before it."""
+    records = instance.get_records_for_run(run_id, of_type=DagsterEventType.ENGINE_EVENT, limit=500,
+                                           ascending=False).records
+    for record in records:
+        entry = record.event_log_entry
+        event = entry.dagster_event
+        if event is None or not (event.message or "").startswith(WORKER_STARTED):
+            continue
+        pid = event.engine_event_data.metadata.get("pid")
+        if pid is not None and str(pid.value).isdigit():
+            return int(str(pid.value)), entry.timestamp
+    return None
+
+
+def worker_host(tags: dict[str, str]) -> str | None:
+    """The host a launched run's worker runs on: the code server's, and for a local code server the
+    launching host's (tagged by run_launcher.py); None when unknown."""
+    try:
+        grpc = json.loads(tags.get(GRPC_INFO_TAG, ""))
+    except ValueError:
+        return None
+    host = grpc.get("host") if isinstance(grpc, dict) else None
+    if not host:
+        return None
+    if host in LOCAL_HOSTS or grpc.get("socket"):
+        return tags.get(LAUNCHED_FROM_TAG)
+    return str(host)
+
+
+def run_process(instance: DagsterInstance, run: DagsterRun) -> RunProcess | None:
+    """Who executes `run`: the process its first extraction step recorded, else the run worker
+    Dagster says it started; None while neither is known."""
+    tags = _process_tags_of(run)
+    if tags.get(RUN_TAG) == run.run_id:  # not copied from the run this one re-executes
+        pid = tags.get(PID_TAG, "")
+        if pid.isdigit() and int(pid) > 0 and tags.get(HOST_TAG):
+            return RunProcess(tags[HOST_TAG], int(pid), tags.get(START_TAG, ""))
+    host = worker_host(dict(run.tags))
+    worker = launched_worker(instance, run.run_id) if host else None
+    if host is None or worker is None:
+        return None
+    return RunProcess(host, worker[0], started_before=worker[1])
+
+
+def lost_process(instance: DagsterInstance, run: DagsterRun) -> RunProcess | None:
+    """`run`'s process when it is known, of this host, and gone; None otherwise (alive, another
+    host's, or not known yet)."""
+    process = run_process(instance, run)
+    if process is None or process.host != socket.gethostname():
+        return None
+    if process_is_alive(process.pid, process.start, process.started_before):
+        return None
+    return process
+
+
+def lost_message(process: RunProcess, status: DagsterRunStatus) -> str:
+    """What happened, for the run's failure event (the remedy is `WHAT_TO_DO`)."""
+    return (f"slm4ie: the process executing this run (pid {process.pid} on {process.host}) is gone: it was "
+            f"killed (SIGKILL, out of memory, its code server or host shut down) or crashed while the run was "
+            f"{status.value}. Marked as ended so the run no longer holds its concurrency pool slot and queued runs "
+            "can start.")
+
+
+WHAT_TO_DO = ("What to do: launch the run again (Re-execute, or wait for the sensor to request it); parts it "
+              "finished are reused. Published outputs are unaffected: an interrupted run never changes them, and "
+              "the next run of each dataset removes what it left behind. If the process was killed for memory, "
+              "lower `max_workers` in extract.yaml.")
+
+
 def record_run_process(instance: DagsterInstance, run: DagsterRun) -> bool:
     """Tag `run` with the process executing it, once per run and process; False when not recorded
     (already done, or this is a step child process that ends before the run does)."""
-    if run.run_id in _recorded or multiprocessing.parent_process() is not None:
+    if run.run_id in _recorded or not _executes_run(instance, run.run_id):
         return False
     tags = process_tags(run.run_id)
     if any(run.tags.get(k) != v for k, v in tags.items()):
@@ -100,20 +210,13 @@ def record_run_process(instance: DagsterInstance, run: DagsterRun) -> bool:
     return True
 
 
-def _dead_process(run: DagsterRun) -> tuple[int, str] | None:
-    """(pid, host) of `run`'s recorded process when that process is gone, else None."""
-    tags = _process_tags_of(run)
-    if tags.get(RUN_TAG) != run.run_id:
-        return None  # copied from the run this one re-executes, or not recorded yet
-    try:
-        pid = int(tags[PID_TAG])
-    except (KeyError, ValueError):
-        return None
-    if pid <= 0:
-        return None
-    if process_is_alive(pid, tags.get(START_TAG, "")):
-        return None
-    return pid, tags[HOST_TAG]
+def _executes_run(instance: DagsterInstance, run_id: str) -> bool:
+    """Whether this process executes the run: a process of its own (the CLI's), or the run worker a
+    launcher started as a multiprocessing child of the code server; not a step child process."""
+    if multiprocessing.parent_process() is None:
+        return True
+    worker = launched_worker(instance, run_id)
+    return worker is not None and worker[0] == os.getpid()
 
 
 def _process_tags_of(run: DagsterRun) -> dict[str, str]:
@@ -128,32 +231,26 @@ def _process_tags_of(run: DagsterRun) -> dict[str, str]:
 
 def _active_runs_of(instance: DagsterInstance, host: str) -> list[DagsterRun]:
     runs: dict[str, DagsterRun] = {}
-    for tag in (HOST_TAG, HOST_TAG[len(HIDDEN):]):  # and runs recorded before the tags were hidden
+    for tag in (HOST_TAG, HOST_TAG[len(HIDDEN):], LAUNCHED_FROM_TAG):  # and runs tagged before the tags were hidden
         runs.update((r.run_id, r) for r in instance.get_runs(filters=RunsFilter(statuses=list(ACTIVE),
                                                                                  tags={tag: host})))
     return list(runs.values())
 
 
 def reap_dead_runs(instance: DagsterInstance, log: Log | None = None) -> list[str]:
-    """Mark this host's active runs whose recorded process is gone as failed (canceled when a
-    cancel was pending), so they free their pool slot. Returns their run ids."""
-    host = socket.gethostname()
+    """Mark this host's active runs whose process is gone as failed (canceled when a cancel was
+    pending), so they free their pool slot. Returns their run ids."""
     reaped: list[str] = []
-    for run in _active_runs_of(instance, host):
-        dead = _dead_process(run)
-        if dead is None:
+    for run in _active_runs_of(instance, socket.gethostname()):
+        lost = lost_process(instance, run)
+        if lost is None:
             continue
         # the process is gone, so the status read now is final: a run that ended normally meanwhile
         # has written its end event before exiting and is left alone
         current = instance.get_run_by_id(run.run_id)
         if current is None or current.status not in ACTIVE:
             continue
-        pid, run_host = dead  # the same as `host`: the filter matched it
-        message = (f"slm4ie: the process executing this run (pid {pid} on {run_host}) is gone: it was killed "
-                   f"(SIGKILL, out of memory, shutdown) or crashed while the run was {current.status.value}. "
-                   "Marked as ended so the run no longer holds its concurrency pool slot and queued runs can "
-                   "start. Published outputs are unaffected: an interrupted run never changes them, and the "
-                   "next run of each dataset removes what it left behind.")
+        message = f"{lost_message(lost, current.status)} {WHAT_TO_DO}"
         if current.status == DagsterRunStatus.CANCELING:
             instance.report_run_canceled(current, message)
             outcome = "canceled"
@@ -162,7 +259,7 @@ def reap_dead_runs(instance: DagsterInstance, log: Log | None = None) -> list[st
             outcome = "failed"
         reaped.append(current.run_id)
         if log is not None:
-            log(f"run {current.run_id} marked {outcome}: its process (pid {pid} on {run_host}) is gone")
+            log(f"run {current.run_id} marked {outcome}: its process (pid {lost.pid} on {lost.host}) is gone")
     return reaped
 
 

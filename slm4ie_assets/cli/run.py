@@ -4,6 +4,7 @@ A batch array job runs `extract KEY --slice I/N --no-publish` in N tasks, then `
 Slices are cut from the whole shard list (largest first, dealt round-robin), not from the stale
 list, so every shard belongs to exactly one slice however far the other tasks have got; each task
 then writes the stale shards of its slice under the shard locks, as `shards/<key>` runs do.
+With a Dagster instance configured, each command records what it did there (record.py).
 """
 
 import sys
@@ -23,6 +24,7 @@ from ..pipeline import (
 )
 from ..pool_server import effective_workers
 from ..shards import Shard
+from . import record
 from .main import Slice
 
 PROGRESS_SECONDS = 5.0  # a terminal wants to see it move sooner than a run log
@@ -43,6 +45,7 @@ def extract(spec: DatasetSpec, catalog: Catalog, force: bool, workers: int | Non
         report = extract_and_publish(plan, log=say)
         say(f"{spec.key}: " + ("already published, nothing to do" if report.skipped else
                                f"published {spec.text_path}"))
+        record.published(plan, report, f"slm4ie extract {spec.key}", say)
         return 0
     mine = slice_of(plan.shards, part) if part is not None else plan.shards
     label = f" (slice {part.index}/{part.count}: {len(mine)} of {len(plan.shards)} shards)" if part else ""
@@ -50,6 +53,8 @@ def extract(spec: DatasetSpec, catalog: Catalog, force: bool, workers: int | Non
     report = extract_shard_batch(ShardBatch(spec, mine, force, plan.workers, PROGRESS_SECONDS), log=say)
     say(f"{spec.key}: wrote {len(report.extracted)} part(s); publish with `slm4ie publish {spec.key}` "
         "once every slice is done")
+    command = f"slm4ie extract {spec.key}" + (f" --slice {part.index}/{part.count}" if part else "") + " --no-publish"
+    record.parts_written(spec, report.parts, command, say)
     return 0
 
 
@@ -78,7 +83,9 @@ def publish_when_current(spec: DatasetSpec, catalog: Catalog) -> int:
         say(f"{spec.key}: already published, nothing to do")
         return 0
     started = time.monotonic()
-    report = extract_and_publish(DatasetPlan(spec, plan.shards, [], False, unreadable=plan.unreadable), log=say)
+    current = DatasetPlan(spec, plan.shards, [], False, unreadable=plan.unreadable)
+    report = extract_and_publish(current, log=say)
     say(f"{spec.key}: published {spec.text_path} in {time.monotonic() - started:.1f}s"
         if not report.skipped else f"{spec.key}: already published, nothing to do")
+    record.published(current, report, f"slm4ie publish {spec.key}", say)
     return 0

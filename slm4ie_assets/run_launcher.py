@@ -1,0 +1,45 @@
+"""Dagster's default run launcher, plus the worker health check that run monitoring needs.
+
+Without a health check, Dagster's `run_monitoring` daemon leaves a STARTED run alone however dead
+its worker is, so a run whose code server and run worker were killed (out of memory, a host going
+down) kept its `slm4ie_extract` pool slot and every queued run waited for ever. With this launcher
+in dagster.yaml (`run_launcher:`, shipped in deploy/dagster.instance.yaml) the monitoring daemon
+asks `check_run_worker_health` every `poll_interval_seconds` and fails a run whose worker is gone
+with what happened and what to do (stale_runs.py; DAGSTER_NOTES 5). It judges in the daemon's
+own process, so it works while the code server is down, and covers every STARTED run of this
+host, launched or not (a `dagster asset materialize` run once its first step has recorded itself).
+Runs are launched exactly as DefaultRunLauncher does; the one addition is a hidden tag naming the
+launching host, which is the worker's host when the code server is local.
+"""
+
+import socket
+
+from dagster import DagsterRun
+from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, WorkerStatus
+from dagster._core.launcher.default_run_launcher import DefaultRunLauncher
+
+from .stale_runs import LAUNCHED_FROM_TAG, WHAT_TO_DO, lost_message, lost_process
+
+
+class ProcessCheckingRunLauncher(DefaultRunLauncher):
+    """DefaultRunLauncher whose runs the run-monitoring daemon can find dead."""
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        return True
+
+    def launch_run(self, context: LaunchRunContext) -> None:
+        self._instance.add_run_tags(context.dagster_run.run_id, {LAUNCHED_FROM_TAG: socket.gethostname()})
+        super().launch_run(context)
+
+    def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        """FAILED when the run's process is known, of this host, and gone; RUNNING otherwise (alive,
+        another host's, or not known yet: Dagster's start timeout covers a worker that never started)."""
+        lost = lost_process(self._instance, run)
+        if lost is None:
+            return CheckRunHealthResult(WorkerStatus.RUNNING)
+        return CheckRunHealthResult(WorkerStatus.FAILED, lost_message(lost, run.status))
+
+    def get_run_worker_debug_info(self, run: DagsterRun, include_container_logs: bool | None = True) -> str | None:
+        """Appended by run monitoring to the failure of a dead, never-started or never-canceled run."""
+        return WHAT_TO_DO
