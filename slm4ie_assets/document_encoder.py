@@ -9,7 +9,7 @@ from typing import final
 
 import orjson
 
-from .schema import Document, UnencodableValue, annotation_record, dumps, text_record
+from .schema import Document, TextOverCap, UnencodableValue, annotation_record, dumps, text_record
 from .type_names import a_type_name
 
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
@@ -40,6 +40,8 @@ def encode_document(doc: Document, source: str, domain: str, prefix: str, index:
     cap) is dropped as `document_too_large`."""
     text = doc.text
     if text.__class__ is not str and not isinstance(text, str):
+        if text.__class__ is TextOverCap:  # dropped by its extractor before it was built whole
+            return _over_cap(doc, text, f"{prefix}:{index:06d}", max_bytes)
         return Drop("non_string_text", f"text is {a_type_name(text)}, not a string; document skipped")
     if not text or text.isspace():
         return Drop("empty_text", "blank text; document skipped")
@@ -62,6 +64,15 @@ def encode_document(doc: Document, source: str, domain: str, prefix: str, index:
     if max_bytes and len(line) > max_bytes:  # the line is never shorter than the text's UTF-8 bytes
         return _too_large(doc_id, text, max_bytes) or (doc_id, doc_uid, line, ann_line, _NO_REPAIRS)
     return doc_id, doc_uid, line, ann_line, _NO_REPAIRS
+
+
+def _over_cap(doc: Document, text: TextOverCap, fallback_id: str, max_bytes: int) -> Drop:
+    """The drop `encode_document` gives the whole text, from its size alone."""
+    if text.blank:
+        return Drop("empty_text", "blank text; document skipped")
+    doc_id = doc.doc_id if doc.doc_id and not doc.doc_id.isspace() else fallback_id
+    return Drop("document_too_large", f"document {doc_id!r}: its text is {text.size:,} bytes, over "
+                                      f"max_document_bytes ({max_bytes:,}); skipped")
 
 
 def _too_large(doc_id: str, text: str, max_bytes: int) -> Drop | None:

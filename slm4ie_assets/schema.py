@@ -63,6 +63,16 @@ class Document:
     annotations: Annotations | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class TextOverCap:
+    """The `Document.text` of a document its extractor stopped collecting once the text passed
+    `max_document_bytes` (docs/memory.md): its size in UTF-8 and whether it was blank, all the
+    encoder's drop needs (the same drop, warning and fallback id as for the whole text)."""
+
+    size: int
+    blank: bool
+
+
 def uid(source: str, doc_id: str) -> str:
     return f"{source}:{doc_id}"
 

@@ -12,7 +12,7 @@ keep are plain strided slices, appended to the `Annotations` arrays in bulk. Any
 import re
 from collections.abc import Iterator
 
-from ..schema import Annotations, Document, sentence_text
+from ..schema import Annotations, Document, TextOverCap, sentence_text
 from .base import ExtractContext, InputFile
 from .cuts import LINE_END, pattern_cut
 from .reading import has_escapes, read_raw
@@ -20,6 +20,9 @@ from .splitting import ByteSplitter
 from .tsv_metadata import TsvSidecarExtractor
 
 READ_SIZE = 1 << 20
+# under max_document_bytes, a sentence whose token rows pass this many characters is read in slices
+# of rows, so its fields are never all split at once (docs/memory.md)
+SLICE = 1 << 20
 SPACE_CACHE_LIMIT = 100_000  # distinct MISC strings remembered before the cache is cleared
 _UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -210,15 +213,45 @@ def _rows(region: str, first_line: int, text: str | None, file: InputFile,
 
 
 class _Doc:
-    """The document being collected."""
+    """The document being collected. Under max_document_bytes it also counts its text (`size`: UTF-8
+    bytes of its sentences joined with newlines, `blank`: all of them blank); once that passes the
+    cap (`over`) its columns and texts are let go and only the counting goes on (docs/memory.md)."""
 
-    __slots__ = ("ann", "texts", "id", "bad_id_line")
+    __slots__ = ("ann", "texts", "id", "bad_id_line", "size", "sentences", "blank", "over")
 
     def __init__(self, doc_id):
         self.ann = Annotations()
         self.texts: list[str] = []
         self.id = doc_id
         self.bad_id_line: int | None = None  # where an id with invalid UTF-8 came from
+        self.size = self.sentences = 0
+        self.blank = True
+        self.over = False
+
+    def has_tokens(self) -> bool:
+        return self.over or bool(self.ann.forms)
+
+    def count(self, size: int, blank: bool, cap: int) -> bool:
+        """Count a sentence's text; False once the document is over `cap` (nothing more is kept)."""
+        self.size += size + (1 if self.sentences else 0)
+        self.sentences += 1
+        self.blank = self.blank and blank
+        if not self.over and self.size > cap:
+            self.release()
+        return not self.over
+
+    def release(self) -> None:
+        """Over the cap: let the columns and texts go; the encoder drops the document by its size."""
+        self.over = True
+        self.ann, self.texts = Annotations(), []
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _is_blank(text: str) -> bool:
+    return not text or text.isspace()
 
 
 class _FileReader:
@@ -230,6 +263,7 @@ class _FileReader:
         self.space_of = space_of
         self.file, self.ctx, self.meta = file, ctx, meta
         self.stem = file.stem
+        self.cap = ctx.max_document_bytes
         self.doc = _Doc(_NOT_SET)
         self.newdoc_seen = False
 
@@ -238,7 +272,7 @@ class _FileReader:
         newdoc, sent = comments[3], comments[4]
         out = None
         if newdoc is not None:
-            if self.doc.ann.forms:
+            if self.doc.has_tokens():
                 out = self.finish()
             doc = self.doc = _Doc(newdoc_id(newdoc[1]))
             self.newdoc_seen = True  # S5: any newdoc switches the sent_id heuristic off
@@ -252,7 +286,7 @@ class _FileReader:
                 if self.doc.id is _NOT_SET:
                     self.doc.id = prefix  # Q10b: the sentences already seen join this document
                 elif prefix != self.doc.id:
-                    if self.doc.ann.forms:
+                    if self.doc.has_tokens():
                         out = self.finish()
                     self.doc = _Doc(prefix)
                 if bad_here and has_escapes(prefix):
@@ -271,6 +305,9 @@ class _FileReader:
             return
         # Token rows, split at once: each line end becomes a field of its own, so with
         # exactly ten fields per row every 11th element is "\n".
+        if self.cap and len(block) - pos > SLICE:  # read in place: a copy of the rows would double them
+            self._sliced(block, pos, _line_of(where, bi) + lead + k, text)
+            return
         region = block[pos:] if pos else block
         nrows = region.count("\n") + 1
         f = region.replace("\n", "\t\n\t").split("\t")
@@ -283,9 +320,13 @@ class _FileReader:
             forms, lemmas, upos, feats, misc = cols
         else:
             forms, lemmas, upos, feats, misc = f[1::11], f[2::11], f[3::11], f[5::11], f[9::11]
+        space = list(map(self.space_of, misc))
+        if self.cap:
+            text = text if text else sentence_text(forms, space)
+            if not self.doc.count(_utf8_len(text), _is_blank(text), self.cap):
+                return
         ann = self.doc.ann
         start = len(ann.forms)
-        space = list(map(self.space_of, misc))
         ann.forms.extend(forms)
         ann.lemmas.extend(_nulled(lemmas))
         ann.upos.extend(_nulled(upos))
@@ -293,6 +334,66 @@ class _FileReader:
         ann.space_after.extend(space)
         ann.sentences.append([start, start + len(forms) - 1])
         self.doc.texts.append(text if text else sentence_text(forms, space))
+
+    def _columns(self, rows: str, first_line: int) -> tuple | None:
+        """The five kept columns of whole rows (one split when all are regular, else `_rows`)."""
+        nrows = rows.count("\n") + 1
+        f = rows.replace("\n", "\t\n\t").split("\t")
+        ids = "".join(f[0::11])
+        if (len(f) != 11 * nrows - 1 or f[10::11].count("\n") != nrows - 1 or "\n#" in rows or rows[:1] == "#"
+                or "-" in ids or "." in ids):
+            return _rows(rows, first_line, None, self.file, self.ctx)[0]
+        return f[1::11], f[2::11], f[3::11], f[5::11], f[9::11]
+
+    def _sliced(self, region: str, pos: int, first_line: int, text: str | None) -> None:
+        """`sentence` for token rows longer than SLICE under a cap: read in slices of whole rows, and
+        counted only once its document passes the cap. Its `# text = ` is the last one among its
+        rows if any (as in `_rows`), else `text`; without one it is rebuilt from the forms. The rows
+        are `region[pos:]`."""
+        late = region.rfind("\n" + _TEXT, pos)
+        if late >= 0:
+            end = region.find("\n", late + 1)
+            text = region[late + 10: end if end >= 0 else len(region)]
+        kept: list | None = None if self.doc.over else []
+        size = spaces = 0
+        blank, last_space, tokens, line = True, False, False, first_line
+        while pos < len(region):
+            end = region.find("\n", pos + SLICE)
+            end = len(region) if end < 0 else end
+            cols = self._columns(region[pos:end], line)
+            line += region.count("\n", pos, end) + 1
+            pos = end + 1
+            if cols is None:
+                continue
+            forms, space = cols[0], list(map(self.space_of, cols[4]))
+            tokens = True
+            if not text:
+                joined = "".join(forms)
+                size += _utf8_len(joined)
+                spaces += sum(space)
+                last_space = space[-1]
+                blank = blank and _is_blank(joined)
+            if kept is not None:
+                kept.append((forms, cols[1], cols[2], cols[3], space))
+                low = _utf8_len(text) if text else size + spaces - 1  # what the text holds at least
+                if self.doc.size + (1 if self.doc.sentences else 0) + low > self.cap:
+                    kept = None
+                    self.doc.release()
+        if not tokens:
+            return  # no token row: the sentence adds nothing
+        full = (_utf8_len(text), _is_blank(text)) if text else (size + spaces - last_space, blank)
+        if not self.doc.count(full[0], full[1], self.cap) or kept is None:
+            return
+        ann = self.doc.ann
+        start = len(ann.forms)
+        for forms, lemmas, upos, feats, space in kept:
+            ann.forms.extend(forms)
+            ann.lemmas.extend(_nulled(lemmas))
+            ann.upos.extend(_nulled(upos))
+            ann.feats.extend(_nulled(feats))
+            ann.space_after.extend(space)
+        ann.sentences.append([start, len(ann.forms) - 1])
+        self.doc.texts.append(text if text else sentence_text(ann.forms, ann.space_after, start))
 
     def finish(self) -> Document | None:
         """The Document for the one collected. D4: a blank id counts as missing (None), so the
@@ -309,6 +410,8 @@ class _FileReader:
             doc_id = None
         meta = self.meta
         fresh = {k: (list(v) if isinstance(v, list) else v) for k, v in meta.items()} if meta else {}
+        if doc.over:  # the encoder drops it as it would the whole text (document_too_large)
+            return Document(TextOverCap(doc.size, doc.blank), doc_id, fresh)
         return Document("\n".join(doc.texts), doc_id, fresh, doc.ann)
 
 
@@ -363,7 +466,7 @@ class ConlluExtractor(TsvSidecarExtractor):
                     reader.sentence(block, pos, k, text, bad_here, where, bi, lead)
                 else:
                     reader.sentence(block, 0, 0, None, bad_here, where, bi, lead)
-        if reader.doc.ann.forms:
+        if reader.doc.has_tokens():
             out = reader.finish()
             if out is not None:
                 yield out

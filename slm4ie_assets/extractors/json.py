@@ -1,10 +1,18 @@
 """json: `*.json` holding an array of records (or one object), field names from the `metadata:`
-knobs; text only (extraction-formats: json; ADDENDUM 4.3; D6, D7, D8)."""
+knobs; text only (extraction-formats: json; ADDENDUM 4.3; D6, D7, D8).
 
-from collections.abc import Iterator
+A top-level array is streamed record by record (`json_stream.py`), so memory is bounded by the
+largest record rather than the file (docs/memory.md); a file the stream cannot vouch for (malformed,
+another top level, values the reference decodes differently) is parsed whole, as before, so the
+documents, drops and warnings are the same either way."""
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
+from .json_stream import TooDeep, stream_records
 from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, loads, parse_field_mapping, probe_id
 
 _BOM = b"\xef\xbb\xbf"
@@ -21,35 +29,45 @@ class JsonExtractor(Extractor):
         return parse_field_mapping(raw, where)
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
+        records: Iterable[Any] | None = stream_records(file.path)
+        if records is None:
+            records = _whole_file(file, ctx)
+            if records is None:
+                return
         fm = self.options or FieldMapping()
-        data = file.path.read_bytes()
-        if data.startswith(_BOM):
-            data = data[3:]
-        try:
-            top = loads(data)
-        except UnicodeDecodeError as exc:
-            ctx.drop("invalid_utf8", file, f"invalid UTF-8 ({exc.reason} at byte {exc.start}); file skipped")
-            return
-        except ValueError as exc:
-            ctx.drop("malformed_json", file, f"malformed JSON ({exc}); file skipped")
-            return
-        if isinstance(top, dict):
-            records = [top]
-        elif isinstance(top, list):
-            records = top
-        else:
-            ctx.drop("unsupported_top_level", file,
-                     f"top level is a JSON {type(top).__name__}, not an array or object; file skipped")
-            return
-        del data, top
         id_keys = (fm.id_field,)
-        for n, record in enumerate(records):
-            where = f"element {n}"
-            if not isinstance(record, dict):
-                ctx.drop("non_object_record", file,
-                         f"{where} is a JSON {type(record).__name__}, not an object; skipped")
-                continue
-            text = check_text(record, fm.text_field, file, ctx, where)
-            if text is None:
-                continue
-            yield Document(text, probe_id(record, id_keys), fm.metadata(record, STRUCTURAL))
+        try:
+            for n, record in enumerate(records):
+                where = f"element {n}"
+                if not isinstance(record, dict):
+                    ctx.drop("non_object_record", file,
+                             f"{where} is a JSON {type(record).__name__}, not an object; skipped")
+                    continue
+                text = check_text(record, fm.text_field, file, ctx, where)
+                if text is None:
+                    continue
+                yield Document(text, probe_id(record, id_keys), fm.metadata(record, STRUCTURAL))
+        except TooDeep:
+            ctx.drop("malformed_json", file, "malformed JSON (JSON nested too deeply to decode); file skipped")
+
+
+def _whole_file(file: InputFile, ctx: ExtractContext) -> Iterable | None:
+    """The records of the file parsed whole (the reference reading); None when it is dropped."""
+    data = Path(file.path).read_bytes()
+    if data.startswith(_BOM):
+        data = data[3:]
+    try:
+        top = loads(data)
+    except UnicodeDecodeError as exc:
+        ctx.drop("invalid_utf8", file, f"invalid UTF-8 ({exc.reason} at byte {exc.start}); file skipped")
+        return None
+    except ValueError as exc:
+        ctx.drop("malformed_json", file, f"malformed JSON ({exc}); file skipped")
+        return None
+    if isinstance(top, dict):
+        return [top]
+    if isinstance(top, list):
+        return top
+    ctx.drop("unsupported_top_level", file,
+             f"top level is a JSON {type(top).__name__}, not an array or object; file skipped")
+    return None

@@ -1,0 +1,128 @@
+"""A `.json` top-level array read record by record with ijson's C backend (yajl2_c), so memory is
+bounded by the largest record instead of ~7x the file (docs/memory.md).
+
+The stream must give exactly what the whole-file reading (`records.loads`) gives, or not be used:
+a first pass lets yajl check the whole syntax without building a value (no prefix matches), and
+looks at the raw bytes for what yajl reads differently from the reference decoder (a lone high
+surrogate escape, which yajl turns into `?`; `\\v` and `\\f` between tokens, which yajl takes as
+whitespace). Anything else it refuses (NaN, numbers beyond 64 bits or a double, invalid UTF-8) makes
+the caller parse the file whole, as before. Only then does the second pass yield the records.
+"""
+
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+try:
+    import ijson.backends.yajl2_c as _ijson
+
+    _MISSING = ""
+except ImportError as exc:  # pragma: no cover - the lock pins wheels that carry it
+    _ijson = None
+    _MISSING = str(exc)
+
+_LOG = logging.getLogger(__name__)
+_BOM = b"\xef\xbb\xbf"
+_READ = 1 << 16  # yajl's buffer: 64 KiB measured faster than 1 MiB (docs/memory.md)
+# a `\uD800`-`\uDBFF` escape not followed by a low one: yajl yields `?`, the reference keeps it
+_LONE_HIGH = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])")
+_LOOK = 10  # bytes `_LONE_HIGH` reads from a match's start
+_OTHER_SPACE = re.compile(rb"[\x0b\x0c]")
+_JSON_SPACE = b" \t\r\n"
+# orjson, the reference's decoder, refuses a file nested deeper than 1,024 levels (the top-level array
+# counts), and so does the stdlib it falls back to: a record deeper stops the stream (`TooDeep`)
+MAX_DEPTH = 1024
+_NO_PREFIX = "\x00"  # matches no path: yajl parses and checks, ijson builds nothing
+
+
+class TooDeep(Exception):
+    """A streamed record nests deeper than `MAX_DEPTH`: the reference refuses the file as malformed."""
+
+
+class _Checked:
+    """The raw bytes as ijson reads them in the first pass, watched for what yajl decodes
+    differently; `differs` turns True at the first such byte."""
+
+    def __init__(self, fh: BinaryIO):
+        self._fh = fh
+        self._tail = b""
+        self.differs = False
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._fh.read(size)
+        if not self.differs:
+            look = self._tail + data
+            if _OTHER_SPACE.search(data):
+                self.differs = True
+            elif b"\\u" in look:
+                last = len(look) if not data else len(look) - _LOOK  # later matches wait for more bytes
+                self.differs = any(m.start() < last for m in _LONE_HIGH.finditer(look))
+            self._tail = look[-_LOOK:]
+        return data
+
+
+def _open_after_bom(path: Path) -> BinaryIO:
+    fh = open(path, "rb")
+    if fh.read(3) != _BOM:
+        fh.seek(0)
+    return fh
+
+
+def _is_array(fh: BinaryIO) -> bool:
+    """Whether the first byte after JSON whitespace opens an array (then the position is restored)."""
+    start = fh.tell()
+    try:
+        while chunk := fh.read(_READ):
+            rest = chunk.lstrip(_JSON_SPACE)
+            if rest:
+                return rest.startswith(b"[")
+        return False
+    finally:
+        fh.seek(start)
+
+
+def stream_records(path: Path) -> Iterator[Any] | None:
+    """The elements of the file's top-level array, one at a time; None when the file must be read
+    whole (not an array, malformed, or holding what yajl reads differently, see the module)."""
+    if _ijson is None:
+        _LOG.warning("ijson's C backend (yajl2_c) cannot be imported (%s): .json arrays are parsed whole, "
+                     "taking about 7x the file's size in memory; reinstall ijson from a wheel (`make venv`)", _MISSING)
+        return None
+    with _open_after_bom(path) as fh:
+        if not _is_array(fh):
+            return None
+        checked = _Checked(fh)
+        try:
+            for _ in _ijson.items(checked, _NO_PREFIX, use_float=True, buf_size=_READ):
+                pass
+        except (_ijson.common.JSONError, UnicodeDecodeError, ValueError):
+            return None
+        if checked.differs:
+            return None
+    return _records(path)
+
+
+def _records(path: Path) -> Iterator[Any]:
+    with _open_after_bom(path) as fh:
+        for record in _ijson.items(fh, "item", use_float=True, buf_size=_READ):
+            if (record.__class__ is dict or record.__class__ is list) and _deeper_than(record, MAX_DEPTH - 1):
+                raise TooDeep(path)
+            yield record
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` (a dict or list) holds containers nested more than `limit` deep."""
+    level = [value]
+    depth = 1
+    while level:
+        if depth > limit:
+            return True
+        below: list[Any] = []
+        for v in level:
+            below.extend(x for x in (v.values() if v.__class__ is dict else v)
+                         if x.__class__ is dict or x.__class__ is list)
+        level = below
+        depth += 1
+    return False
