@@ -53,9 +53,11 @@ def slice_lines(rows: list[ShardStatus], slices: int, key: str) -> list[str]:
         label = f"{i}/{slices}"
         mine = [r for r in rows if r.slice == label]
         todo = [r for r in mine if r.state != "current"]
-        lines.append(f"slice {label}: " + ("done" if not todo else
-                     f"{len(todo)} of {len(mine)} shard(s) not current: `slm4ie extract {key} --slice {label} "
-                     "--no-publish`") + f" ({len(mine)} shard(s))" * (not todo))
+        if todo:
+            lines.append(f"slice {label}: {len(todo)} of {len(mine)} shard(s) not current: "
+                         f"`slm4ie extract {key} --slice {label} --no-publish`")
+        else:
+            lines.append(f"slice {label}: done ({len(mine)} shard(s))")
     return lines
 
 
