@@ -21,7 +21,7 @@ from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, RunLa
 from dagster._grpc.types import ExecuteRunArgs
 from dagster._serdes import ConfigurableClass, ConfigurableClassData, serialize_value
 
-from slm4ie_assets.slurm.commands import SlurmCommandError, cancel, show_job, submit
+from slm4ie_assets.slurm.commands import SlurmCommandError, SlurmJob, cancel, show_job, submit
 from slm4ie_assets.slurm.health import ALIVE, job_health
 from slm4ie_assets.slurm.options import CONFIG_SCHEMA, SbatchOptions
 
@@ -89,12 +89,18 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         if job_id is None:
             self._instance.report_engine_event("No Slurm job was recorded for this run; nothing to scancel.", run)
             return False
-        job = show_job(job_id, self.options.bin_dir)
-        if job is not None and job.state == "RUNNING":
+        try:
+            job = show_job(job_id, self.options.bin_dir)
+        except SlurmCommandError as exc:  # cannot tell its state: end it outright
+            self._instance.report_engine_event(f"Could not ask Slurm about job {job_id}: {exc}", run)
+            job = SlurmJob(job_id, "UNKNOWN", "", "", "", "")
+        if job is None:
+            return self._mark_canceled(run_id, f"Slurm job {job_id} had already ended.")
+        if job.state == "RUNNING":
             cancel(job_id, signal="INT", bin_dir=self.options.bin_dir)
             if self._wait_job_end(job_id, self.options.cancel_grace_seconds):
                 return self._mark_canceled(run_id, f"Slurm job {job_id} stopped after SIGINT (scancel --signal=INT).")
-        if job is not None and job.state in ALIVE:
+        if job.state in ALIVE or job.state == "UNKNOWN":
             cancel(job_id, bin_dir=self.options.bin_dir)
             self._wait_job_end(job_id, 30)
         return self._mark_canceled(run_id, f"Slurm job {job_id} was ended with scancel.")
@@ -102,8 +108,11 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
     def _wait_job_end(self, job_id: str, seconds: float) -> bool:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            job = show_job(job_id, self.options.bin_dir)
-            if job is None or job.state not in ALIVE:
+            try:
+                job = show_job(job_id, self.options.bin_dir)
+            except SlurmCommandError:
+                job = SlurmJob(job_id, "UNKNOWN", "", "", "", "")  # ask again
+            if job is None or job.state not in ALIVE | {"UNKNOWN"}:
                 return True
             time.sleep(0.5)
         return False
@@ -127,7 +136,9 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         job_id = run.tags.get(JOB_TAG)
         if job_id is None:
-            return CheckRunHealthResult(WorkerStatus.NOT_FOUND, "no Slurm job was recorded for this run")
+            # Not launched by this launcher: a `dagster asset materialize` or `dg launch` run in its
+            # own process on this instance. Slurm knows nothing of it, so it is not ours to fail.
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "not launched through Slurm; not judged here")
         return job_health(job_id, self.options.bin_dir)
 
     def get_run_worker_debug_info(self, run: DagsterRun, include_container_logs: bool | None = True) -> str | None:

@@ -102,10 +102,12 @@ class Deployment:
     def runs(self, **tags) -> list:
         return self.instance.get_runs(RunsFilter(tags=tags) if tags else None)
 
-    def launch(self, key: str, partition: str) -> str:
+    def launch(self, key: str, partition: str, **tags: str) -> str:
+        """Materialize one shards/<key> partition, as the UI's launch does (queued, then the daemon)."""
+        tags = {"dagster/partition": partition, **tags}
         params = {"selector": {"repositoryLocationName": "slm4ie", "repositoryName": "__repository__",
                                "jobName": "__ASSET_JOB", "assetSelection": [{"path": ["shards", key]}]},
-                  "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]}}
+                  "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]}}
         res = self.web.graphql(LAUNCH_RUN, {"params": params})["launchRun"]
         assert res["__typename"] == "LaunchRunSuccess", res
         return res["run"]["runId"]
@@ -144,9 +146,9 @@ def deployment(tmp_path_factory):
             instance.add_dynamic_partitions(partitions_name(key),
                                             [s.key for s in list_shards(catalog.dataset(key))])
         web = DagsterWebserver(env, base / "webserver.log")
-        stack.callback(web.stop)
+        stack.callback(web.proc.stop, grace=5)
         dep = Deployment(base, home, config, env, web, instance)
-        stack.callback(lambda: dep.daemon.stop() if dep.daemon else None)
+        stack.callback(lambda: dep.daemon.stop(grace=5) if dep.daemon else None)
         stack.callback(_scancel_leftovers, dep)
         web.wait_ready(timeout=180)
         report_time("PostgreSQL and dagster-webserver started", took())
@@ -232,7 +234,14 @@ def _worker_pid(dep: Deployment, run_id: str) -> int:
 
 
 def _run_messages(dep: Deployment, run_id: str) -> str:
-    return "\n".join(e.message or "" for e in dep.instance.all_logs(run_id))
+    """Every event's message, and the error it carries, if any."""
+    lines = []
+    for event in dep.instance.all_logs(run_id):
+        lines.append(event.message or "")
+        error = getattr(event.dagster_event and event.dagster_event.event_specific_data, "error", None)
+        if error is not None:
+            lines.append(error.message)
+    return "\n".join(lines)
 
 
 def test_runs_whose_jobs_die_are_failed_and_terminate_is_scancel(deployment):
@@ -244,6 +253,7 @@ def test_runs_whose_jobs_die_are_failed_and_terminate_is_scancel(deployment):
     spec = load_catalog(dep.config).dataset(SLOW)
     shard = list_shards(spec)[0].key
     with dataset_lock(lock_path(spec), SLOW, timeout=5):
+        refused = dep.launch(SLOW, shard, **{"slm4ie/sbatch_args": "--partition=no_such_partition"})
         scancelled, killed, terminated = (dep.launch(SLOW, shard) for _ in range(3))
         jobs = {run_id: _wait_started(dep, run_id) for run_id in (scancelled, killed, terminated)}
         with stopwatch() as took:
@@ -255,6 +265,11 @@ def test_runs_whose_jobs_die_are_failed_and_terminate_is_scancel(deployment):
             ended = {run_id: _wait_finished(dep, run_id) for run_id in jobs}
             seconds = took()
     report_time("3 runs failed or canceled after scancel / SIGKILL / Terminate", seconds)
+
+    # a job sbatch refuses (the run's own sbatch options name no partition): the run fails at launch
+    msgs = _run_messages(dep, refused)
+    assert _wait_finished(dep, refused).status == DagsterRunStatus.FAILURE, msgs
+    assert "sbatch refused" in msgs and JOB_TAG not in dep.instance.get_run_by_id(refused).tags, msgs
 
     # scancel: SIGTERM reaches the run worker, which records the interruption itself; had it not
     # managed to, the daemon's run monitoring would say "Slurm job N was cancelled"
