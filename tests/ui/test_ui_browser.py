@@ -247,6 +247,7 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     check_run_progress(ui, page, run["runId"], lines)
     check_runs_list_hides_bookkeeping(ui, page)
     check_a_check_runs_alone(ui, page)
+    check_the_sensor_page_states_the_settle_rule(ui, page)
 
     if not ui.asset_exists(["shards", DATASET]):
         pytest.skip("shards/<key> assets are not defined in this checkout: the backfill step cannot run")
@@ -426,3 +427,14 @@ def check_a_check_runs_alone(ui, page) -> None:
     page.get_by_text("unique_uids", exact=True).first.wait_for()
     settle(page)
     shoot(ui, page, "check-alone")
+
+
+def check_the_sensor_page_states_the_settle_rule(ui, page) -> None:
+    """The raw sensor's page says more than "every 30s": when a file counts as settled, and how long
+    at most it waits while files keep arriving (README, "A five-minute tour")."""
+    open_page(ui, page, "/automation")
+    page.get_by_text(f"raw_{DATASET}_sensor", exact=True).first.click()
+    page.get_by_text(re.compile(r"planned once\s+settled")).first.wait_for()
+    page.get_by_text(re.compile(r"size and mtime unchanged")).first.wait_for()
+    settle(page)
+    shoot(ui, page, "sensor")
