@@ -8,17 +8,26 @@ asks `check_run_worker_health` every `poll_interval_seconds` and fails a run who
 with what happened and what to do (stale_runs.py; DAGSTER_NOTES 5). It judges in the daemon's
 own process, so it works while the code server is down, and covers every STARTED run of this
 host, launched or not (a `dagster asset materialize` run once its first step has recorded itself).
-Runs are launched exactly as DefaultRunLauncher does; the one addition is a hidden tag naming the
-launching host, which is the worker's host when the code server is local.
+Runs are launched as DefaultRunLauncher does, with a hidden tag naming the launching host (the
+worker's host when the code server is local). A launch that cannot reach the code server (it was
+killed with the run worker) reloads the code location and tries again: the daemon's own code server
+is started afresh, and under `dg dev` the code-server proxy starts a new gRPC process, which it
+otherwise does only when someone presses Reload. If that fails too, the error goes to the queue,
+which tries again later (`max_user_code_failure_retries` in the shipped settings).
 """
 
 import socket
 
 from dagster import DagsterRun
+from dagster._core.errors import DagsterCodeLocationLoadError, DagsterUserCodeUnreachableError
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, WorkerStatus
 from dagster._core.launcher.default_run_launcher import DefaultRunLauncher
 
 from .stale_runs import LAUNCHED_FROM_TAG, WHAT_TO_DO, lost_message, lost_process
+
+# A reload whose old gRPC process is dead can report an error although the new one started (the proxy
+# of `dg dev` fails to shut the dead one down): a second reload then finds it.
+RELOAD_ATTEMPTS = 2
 
 
 class ProcessCheckingRunLauncher(DefaultRunLauncher):
@@ -29,8 +38,19 @@ class ProcessCheckingRunLauncher(DefaultRunLauncher):
         return True
 
     def launch_run(self, context: LaunchRunContext) -> None:
-        self._instance.add_run_tags(context.dagster_run.run_id, {LAUNCHED_FROM_TAG: socket.gethostname()})
-        super().launch_run(context)
+        run = context.dagster_run
+        self._instance.add_run_tags(run.run_id, {LAUNCHED_FROM_TAG: socket.gethostname()})
+        for attempt in range(RELOAD_ATTEMPTS + 1):
+            try:
+                return super().launch_run(context)
+            except (DagsterUserCodeUnreachableError, DagsterCodeLocationLoadError):
+                if attempt == RELOAD_ATTEMPTS or context.workspace is None or run.remote_job_origin is None:
+                    raise
+            location = run.remote_job_origin.repository_origin.code_location_origin.location_name
+            self._instance.report_engine_event(
+                f"slm4ie: the code server of {location!r} could not be reached (killed, or restarting); "
+                "reloading the code location and launching again", run)
+            context = LaunchRunContext(run, context.workspace.reload_code_location(location))
 
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         """FAILED when the run's process is known, of this host, and gone; RUNNING otherwise (alive,

@@ -119,9 +119,10 @@ def test_killing_the_code_server_and_run_worker_fails_the_run_and_frees_its_slot
     [failure] = instance.all_logs(first.run_id, of_type=DagsterEventType.RUN_FAILURE)
     assert f"pid {worker_pid} on" in failure.message and "is gone" in failure.message
     assert "What to do: launch the run again" in failure.message
-    # the slot is free: the queue dequeues the waiting run at once. It launches when the daemon has a new
-    # code server (within a minute or two; not waited for here), and until then the queue retries the
-    # launch (run_coordinator config) instead of failing the run.
-    _wait("the queued run to be dequeued", lambda: instance.all_logs(
-        second.run_id, of_type=DagsterEventType.PIPELINE_STARTING), deadline, log)
-    assert instance.get_run_by_id(second.run_id).status != DagsterRunStatus.FAILURE
+    # the slot is free: the queue dequeues the waiting run at once; its launch finds the code server
+    # gone, reloads the code location (a new code server) and launches it there
+    _wait("the queued run to finish", lambda: instance.get_run_by_id(second.run_id).status
+          in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE), deadline, log)
+    assert instance.get_run_by_id(second.run_id).status == DagsterRunStatus.SUCCESS
+    messages = [e.dagster_event.message or "" for e in instance.all_logs(second.run_id) if e.dagster_event]
+    assert any("could not be reached (killed, or restarting); reloading the code location" in m for m in messages)
