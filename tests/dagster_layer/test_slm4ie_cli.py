@@ -1,5 +1,5 @@
 """The `slm4ie` console script as a user and a batch scheduler run it: real subprocesses of the venv's
-entry point, over catalogs under tmp_path (README, "The slm4ie command"). Slices run as concurrent
+entry point, over catalogs under tmp_path (README, "Look at the data"). Slices run as concurrent
 processes and publish the same bytes as one serial run; looking writes nothing."""
 
 import os

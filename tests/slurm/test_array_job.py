@@ -1,4 +1,4 @@
-"""The CLI path on a real Slurm cluster, without a Dagster instance (README, "Batch schedulers (Slurm)"):
+"""The CLI path on a real Slurm cluster, without a Dagster instance (README, "Run on a Slurm cluster"):
 deploy/slurm/extract-array.sbatch as an array of slices, then deploy/slurm/publish.sbatch after it,
 publish the bytes of one serial `slm4ie extract`.
 
