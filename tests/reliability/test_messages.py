@@ -90,7 +90,7 @@ def _pool_workers() -> list[int]:
 def test_the_stall_kill_prints_no_callback_traceback_before_worker_stalled(tmp_path, capfd, caplog):
     """Before: "exception calling callback for <Future ...> ... InvalidStateError: CANCELLED" on
     stderr, then the right WorkerStalled. The futures the run cancelled end quietly now."""
-    docs = "".join(json.dumps({"id": f"x{i}", "text": f"dokument {i}"}) + "\n" for i in range(60_000))
+    docs = "".join(json.dumps({"id": f"x{i}", "text": f"dokument {i}"}) + "\n" for i in range(120_000))
     write_files(tmp_path / "raw" / "d", {"a.jsonl": docs, "b.jsonl": docs, "c.jsonl": docs})
     catalog = load_catalog(write_config(tmp_path, {"d": {"extractor": "jsonl", "domain": "t", "stall_seconds": 1,
                                                          "stall_timeout_seconds": 2}}))
