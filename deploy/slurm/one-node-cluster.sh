@@ -39,7 +39,7 @@ write_conf() {
   cat > "$CONF.new" <<CONF
 # written by deploy/slurm/one-node-cluster.sh
 ClusterName=slm4ie
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
