@@ -2,6 +2,11 @@
 
 import json
 
+import pytest
+
+from slm4ie_assets.extractors.json_stream import TooDeep, stream_records
+from slm4ie_assets.extractors.records import loads
+
 
 def test_seed_example_array_of_records(corpus):
     data = [{"doc_id": "vemo.1", "text": "Bolnik je prišel z bolečinami.", "specialty": "interna", "year": 2023},
@@ -80,3 +85,63 @@ def test_fallback_ids_per_file(corpus):
     data = [{"doc_id": "x", "text": "a"}, {"text": "b"}]
     r = corpus.run("d", "json", {"sub/a.json": json.dumps(data)})
     assert r.ids == ["x", "sub/a:000001"]
+
+
+# ----------------------------------------------------------------------------- the stream (docs/memory.md)
+
+_TRICKY = [
+    b'[{"text": "a", "f": 0.1, "g": -0.0, "h": 1e-320, "i": 9223372036854775807, "j": 1.7976931348623157e308}]',
+    b'[{"text": "pair \\ud83d\\ude00", "k": "\\u0000\\/\\"", "k": "last wins"}, 5, "s", null, []]',
+    b'\xef\xbb\xbf [\r\n\t{"text": "bom"} ]\n',
+    b"[]",
+    b'[{"text": "a\\ud800 lone high"}]',  # yajl would give "?"
+    b'[{"text": "a\\udc00 lone low"}]',
+    b'[1,\x0c{"text": "form feed"}]',  # yajl takes \f for whitespace, the reference does not
+    b'[{"text": "x", "n": NaN}]',
+    b'[{"text": "x", "n": 123456789012345678901234567890}]',
+    b'[{"text": "x", "n": 1e400}]',
+    b'[{"text": "x"}] trailing',
+    b'[{"text": "\xff"}]',
+    b'[{"text": "x",}]',
+    b'[' + b'[' * 1030 + b']' * 1030 + b']',
+    b'[' + b'[' * 500 + b']' * 500 + b', {"text": "deep but fine"}]',
+]
+
+
+@pytest.mark.parametrize("data", _TRICKY, ids=range(len(_TRICKY)))
+def test_streamed_records_are_the_whole_file_readings_or_the_file_is_read_whole(tmp_path, data):
+    path = tmp_path / "a.json"
+    path.write_bytes(data)
+    body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+    try:
+        whole = ("ok", loads(body))
+    except ValueError:  # UnicodeDecodeError too
+        whole = ("refused",)
+    records = stream_records(path)
+    if records is None:
+        return  # the extractor reads it whole, exactly as before
+    try:
+        streamed = ("ok", list(records))
+    except TooDeep:
+        streamed = ("refused",)
+    assert repr(streamed) == repr(whole)  # repr: -0.0 and 0.0, 1 and 1.0 differ
+
+
+def test_a_file_yajl_reads_differently_is_read_whole(tmp_path):
+    for data in (_TRICKY[4], _TRICKY[6], _TRICKY[7], _TRICKY[8]):
+        (tmp_path / "a.json").write_bytes(data)
+        assert stream_records(tmp_path / "a.json") is None, data
+
+
+def test_streamed_and_whole_files_give_the_same_documents_and_drops(corpus):
+    records = [{"doc_id": f"r{i}", "text": f"t {i}", "score": i / 3, "big": 2**62 + i} for i in range(50)]
+    records[7] = {"text": ""}
+    records[9] = 5
+    array = json.dumps(records)
+    r = corpus.run("d", "json", {"a.json": array, "b.json": array.replace('"t 3"', '"t \\ud800"')})
+    assert r.drops == {"empty_text": 2, "non_object_record": 2}
+    a = [line for line in r.lines if line["doc_id"].startswith("r")][:48]
+    assert [line["metadata"]["score"] for line in a[:3]] == [0.0, 1 / 3, 2 / 3]
+    assert a[0]["metadata"]["big"] == 2**62
+    # b.json is read whole: its lone surrogate is repaired to U+FFFD (D1), where yajl would have given "?"
+    assert [line["text"] for line in r.lines if line["text"].startswith("t \ufffd")] == ["t \ufffd"]
