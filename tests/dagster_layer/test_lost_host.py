@@ -1,8 +1,10 @@
 """A lost host does not block the run queue (README "When a host dies"; run_launcher.py, stale_runs.py).
 
-The real `dagster-daemon` with the project's instance settings (deploy/dagster.instance.yaml: the
-queue, the run-granularity pool `slm4ie_extract` at limit 1, the project's run launcher and run
-monitoring), its own code server, and the project's raw-folder sensor launching the runs. The first
+The issue's scenario: real `dagster dev` (what `dg dev` runs: webserver, daemon, and the code server
+as a proxy, `dagster code-server start`, in front of a `dagster api grpc` process) with the project's
+instance settings (deploy/dagster.instance.yaml: the queue, the run-granularity pool `slm4ie_extract`
+at limit 1, the project's run launcher and run monitoring), and the project's raw-folder sensor
+launching the runs. The first
 run is held inside its extraction step (support/held_location.py) while the sensor queues a second
 one behind the pool; then the code server's gRPC process and the run worker are SIGKILLed by pid,
 as an OOM kill or a crash would. Run monitoring must fail the first run with what happened and what
@@ -24,8 +26,10 @@ from slm4ie_assets.stale_runs import PID_TAG, launched_worker
 from support.dagster_cli import dagster_env
 from support.files import write_config, write_files
 from support.paths import REPO, VENV_BIN
+from support.ui import free_port
 
-DEADLINE = 120  # seconds for the whole daemon part; the waits end as soon as their state is reached
+DEADLINE = 240  # seconds for the whole `dagster dev` part (about 60 s on a quiet 2-core host, 150 s on a busy
+# one); the waits end as soon as their state is reached
 
 
 def instance_yaml() -> str:
@@ -44,7 +48,7 @@ def _wait(what: str, predicate, deadline: float, log: Path):
             return value
         time.sleep(0.3)
     tail = log.read_text(errors="replace")[-5000:] if log.exists() else ""
-    pytest.fail(f"timed out waiting for {what}; daemon log tail:\n{tail}")
+    pytest.fail(f"timed out waiting for {what}; dagster dev log tail:\n{tail}")
 
 
 def _runs(instance, *statuses: DagsterRunStatus) -> list[DagsterRun]:
@@ -61,7 +65,7 @@ def _cmdline(pid: int) -> str:
 
 
 def _stop(daemon: subprocess.Popen) -> None:
-    """The daemon we started and its children (code server, run workers)."""
+    """The `dagster dev` we started and its children (webserver, daemon, code servers, run workers)."""
     os.killpg(daemon.pid, signal.SIGTERM)
     try:
         daemon.wait(timeout=20)
@@ -86,9 +90,10 @@ def test_killing_the_code_server_and_run_worker_fails_the_run_and_frees_its_slot
     instance = DagsterInstance.from_config(str(home))
     request.addfinalizer(instance.dispose)
 
-    log = tmp_path / "daemon.log"
+    log = tmp_path / "dev.log"
     with open(log, "wb") as out:
-        daemon = subprocess.Popen([str(VENV_BIN / "dagster-daemon"), "run", "-m", "support.held_location"],
+        daemon = subprocess.Popen([str(VENV_BIN / "dagster"), "dev", "-m", "support.held_location",
+                                   "-h", "127.0.0.1", "-p", str(free_port())],
                                   cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     request.addfinalizer(lambda: _stop(daemon))
     deadline = time.monotonic() + DEADLINE
@@ -109,7 +114,8 @@ def test_killing_the_code_server_and_run_worker_fails_the_run_and_frees_its_slot
     worker_pid = worker[0]
     assert instance.get_run_by_id(first.run_id).tags[PID_TAG] == str(worker_pid)  # the step recorded the worker
     server_pid = _parent_pid(worker_pid)
-    assert "grpc" in _cmdline(server_pid), _cmdline(server_pid)
+    assert "api grpc" in _cmdline(server_pid), _cmdline(server_pid)
+    assert "code-server start" in _cmdline(_parent_pid(server_pid))  # the proxy, left alive
     os.kill(server_pid, signal.SIGKILL)
     os.kill(worker_pid, signal.SIGKILL)
     hold.unlink()  # the second run, once started, goes through
@@ -120,7 +126,7 @@ def test_killing_the_code_server_and_run_worker_fails_the_run_and_frees_its_slot
     assert f"pid {worker_pid} on" in failure.message and "is gone" in failure.message
     assert "What to do: launch the run again" in failure.message
     # the slot is free: the queue dequeues the waiting run at once; its launch finds the code server
-    # gone, reloads the code location (a new code server) and launches it there
+    # gone, reloads the code location (the proxy starts a new gRPC process) and launches it there
     _wait("the queued run to finish", lambda: instance.get_run_by_id(second.run_id).status
           in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE), deadline, log)
     assert instance.get_run_by_id(second.run_id).status == DagsterRunStatus.SUCCESS
