@@ -552,3 +552,64 @@ def test_fast_path_agrees_with_a_line_by_line_model(tmp_path, lines, newline):
     docs = list(ConlluExtractor(None).extract(InputFile(path, "m.conllu"), ExtractContext("k", tmp_path)))
     got = [(d.doc_id, d.annotations.forms, d.text.split("\n")) for d in docs]
     assert got == _model(text, "m")
+
+
+# ----------------------------------------------------------------------------- max_document_bytes (docs/memory.md)
+
+
+def _capped_expectation(whole, cap: int) -> tuple[list, list]:
+    """The lines and the warnings a cap should give, from the uncapped run: a document whose text is
+    over `cap` UTF-8 bytes is dropped, its warning in its place among the others."""
+    lines, warnings = [], []
+    for line in whole.lines:
+        size = len(line["text"].encode())
+        if size > cap:
+            warnings.append(f"d/a.conllu: document {line['doc_id']!r}: its text is {size:,} bytes, over "
+                            f"max_document_bytes ({cap:,}); skipped [document_too_large]")
+        else:
+            lines.append(line)
+    return lines, warnings
+
+
+def test_a_document_over_the_cap_is_dropped_as_when_built_whole(corpus):
+    """Its columns are let go once its text passes the cap; the drop, its fallback id (a newdoc
+    without an id), a blank document's empty_text and the order of the warnings stay."""
+    text = ("# text = " + "č" * 30,)
+    many = "".join(sent(f"beseda{i}", "in", "še", comments=text if i % 3 else ()) for i in range(40))
+    data = ("# newdoc id = kratek\n" + sent("ena") + "# newdoc\n" + many + "# newdoc id = prazen\n"
+            + sent(*["\u3000"] * 100) + "# newdoc id = slab\n" + sent("dve")
+            + "1\tkratka vrstica\n\n" + many + "# newdoc id = zadnji\n" + sent("konec"))
+    whole = corpus.run("d", "conllu", {"a.conllu": data})
+    cap = 200
+    assert sorted(len(line["text"].encode()) > cap for line in whole.lines) == [False, False, True, True]
+    capped = corpus.run("d", "conllu", {"a.conllu": data}, max_document_bytes=cap)
+    lines, too_large = _capped_expectation(whole, cap)
+    assert capped.lines == lines
+    assert [w for w in capped.warnings if "document_too_large" in w] == too_large
+    assert "'a:000001'" in too_large[0]  # the fallback id the encoder gives it (D3)
+    assert capped.drops == {**whole.drops, "document_too_large": 2}
+    # a blank document over the cap is still empty_text; the malformed row inside an over-cap
+    # document keeps its place before that document's drop
+    assert [w.rsplit("[", 1)[1] for w in capped.warnings] == [
+        "document_too_large]", "empty_text]", "malformed_row]", "document_too_large]"]
+
+
+def test_a_sentence_longer_than_a_slice_is_read_in_slices_with_the_same_result(corpus):
+    """Token rows over 1 MiB under a cap are split in slices: a late `# text = ` still wins, a
+    malformed row is still named by its line, and the document is kept or dropped as whole."""
+    rows = [row(i, f"w{i % 97}", misc="SpaceAfter=No" if i % 5 == 0 else "_") for i in range(1, 40_001)]
+    rows[20_000] = "20001\tkratka"  # malformed: named by its line
+    rows.insert(30_000, "# text = pozno besedilo")  # a late text comment wins
+    big = "# newdoc id = velik\n" + "\n".join(rows) + "\n\n"
+    data = ("# newdoc id = prvi\n" + sent("ena") + big + "# newdoc id = brez\n"
+            + big.replace("# text = pozno besedilo\n", ""))
+    assert len(big) > 1 << 20
+    whole = corpus.run("d", "conllu", {"a.conllu": data})
+    kept = corpus.run("d", "conllu", {"a.conllu": data}, max_document_bytes=1 << 30)
+    assert (kept.lines, kept.sidecar, kept.warnings) == (whole.lines, whole.sidecar, whole.warnings)
+    for cap in (10, 300_000):
+        capped = corpus.run("d", "conllu", {"a.conllu": data}, max_document_bytes=cap)
+        lines, too_large = _capped_expectation(whole, cap)
+        assert capped.lines == lines
+        assert [w for w in capped.warnings if "document_too_large" in w] == too_large
+        assert [w for w in capped.warnings if "malformed_row" in w] == [w for w in whole.warnings if "malformed" in w]
