@@ -3,11 +3,15 @@
 A real Dagster instance (the project's dagster.yaml: queued run coordinator, run-granularity pool
 `slm4ie_extract`) in a temporary DAGSTER_HOME, and a real child process that materializes
 extracted/<key> and is SIGKILLed inside the step. The slow CLI version is
-reliability/test_crash_kills.py::test_a_killed_cli_run_does_not_keep_holding_the_extraction_pool.
+reliability/test_crash_kills.py::test_a_killed_cli_run_does_not_keep_holding_the_extraction_pool;
+the whole lost-host scenario under `dagster dev` is test_lost_host.py. Here also: the project
+launcher's health check that run monitoring calls, and a launched run judged before its first step.
 """
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +20,7 @@ from pathlib import Path
 import pytest
 from dagster import (
     AssetKey,
+    DagsterEvent,
     DagsterEventType,
     DagsterInstance,
     DagsterRun,
@@ -23,15 +28,22 @@ from dagster import (
     RunsFilter,
     build_sensor_context,
 )
+from dagster._core.events import EngineEventData
+from dagster._core.launcher import WorkerStatus
 
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.definitions import build_definitions
 from slm4ie_assets.sensors import STALE_RUN_SENSOR
 from slm4ie_assets.stale_runs import (
+    GRPC_INFO_TAG,
     HOST_TAG,
+    LAUNCHED_FROM_TAG,
     PID_TAG,
     RUN_TAG,
     START_TAG,
+    WORKER_STARTED,
+    RunProcess,
+    lost_process,
     process_is_alive,
     process_start,
     process_tags,
@@ -190,3 +202,52 @@ def test_the_bookkeeping_tags_are_hidden_and_runs_tagged_before_still_count(proj
     run = run.with_tags({**old, "slm4ie/process_run": run.run_id})
     instance.add_run(run)
     assert reap_dead_runs(instance) == [run.run_id]
+
+
+def test_run_monitoring_asks_the_project_launcher_and_it_fails_a_killed_run(project):
+    """The project's dagster.yaml names ProcessCheckingRunLauncher: Dagster's run-monitoring daemon
+    calls its health check for every STARTED run, CLI runs included (run_launcher.py)."""
+    home, config, instance = project
+    launcher = instance.run_launcher
+    assert type(launcher).__name__ == "ProcessCheckingRunLauncher" and launcher.supports_check_run_worker_health
+    assert instance.run_monitoring_enabled
+    run = killed_run(home, config, instance)
+    health = launcher.check_run_worker_health(instance.get_run_by_id(run.run_id))
+    assert health.status == WorkerStatus.FAILED
+    assert f"(pid {run.tags[PID_TAG]} on" in health.msg and "is gone" in health.msg
+    assert launcher.get_run_worker_debug_info(run).startswith("What to do: launch the run again")
+    here = add_run(instance, DagsterRunStatus.STARTED, process_tags("x"))
+    assert launcher.check_run_worker_health(instance.get_run_by_id(here.run_id)).status == WorkerStatus.RUNNING
+
+
+def launched(instance, pid: int, tags: dict, started_at: float | None = None) -> DagsterRun:
+    """A run as a launcher leaves it before its first step: Dagster's grpc tag and worker event, no
+    process tags of ours."""
+    run = add_run(instance, DagsterRunStatus.STARTED, tags, own=False)
+    event = DagsterEvent(DagsterEventType.ENGINE_EVENT.value, job_name="j",
+                         message=f"{WORKER_STARTED} (pid: {pid}).",
+                         event_specific_data=EngineEventData.in_process(pid))
+    instance.report_dagster_event(event, run.run_id, timestamp=started_at)
+    return run
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="process start times need /proc")
+def test_a_launched_run_is_judged_by_its_workers_start_event_before_any_step(project):
+    """Killed before its first step recorded anything: the pid of Dagster's "Started process for run"
+    event, on the host the gRPC address names (a local code server: the launching host), and a pid
+    whose process started after that event is a reused one."""
+    _, _, instance = project
+    host = socket.gethostname()
+    local = {GRPC_INFO_TAG: json.dumps({"host": "localhost", "socket": "/tmp/x"}), LAUNCHED_FROM_TAG: host}
+    pid, _ = dead_pid()
+    dead = launched(instance, pid, local)
+    alive = launched(instance, os.getpid(), local)
+    reused = launched(instance, os.getpid(), local, started_at=time.time() - 10 ** 7)  # long before we started
+    remote = launched(instance, pid, {GRPC_INFO_TAG: json.dumps({"host": "other-host", "port": 4000})})
+    unknown = launched(instance, pid, {GRPC_INFO_TAG: json.dumps({"host": "localhost", "port": 4000})})
+    lost = {r.run_id: lost_process(instance, instance.get_run_by_id(r.run_id))
+            for r in (dead, alive, reused, remote, unknown)}
+    assert lost[dead.run_id] == RunProcess(host, pid, started_before=lost[dead.run_id].started_before)
+    assert lost[reused.run_id] is not None and lost[reused.run_id].pid == os.getpid()
+    assert lost[alive.run_id] is None and lost[remote.run_id] is None and lost[unknown.run_id] is None
+    assert sorted(reap_dead_runs(instance)) == sorted([dead.run_id, reused.run_id])
