@@ -3,7 +3,8 @@ split file counted (docs/splitting.md), with the extractor rebuilt from the pick
 dataset and kept for the worker's next task."""
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, MutableSequence
+from typing import TypeVar
 
 from .assumed_counts import RangeCount
 from .catalog import DatasetSpec
@@ -52,13 +53,32 @@ def worker_extractor(spec: DatasetSpec) -> Extractor:
 
 
 def start_worker(env: dict[str, str], cwd: str, text_thread: bool, init: Callable[..., None] | None,
-                 init_args: tuple) -> None:
+                 init_args: tuple, slots: MutableSequence[int] | None = None) -> None:
     """Pool initializer (worker_pool.py): the run's environment and working folder, which a worker
     forked from an older forkserver would not have, whether a part's text gets its own writer
-    thread (only while the pool leaves a core spare), then the run's own initializer."""
+    thread (only while the pool leaves a core spare), the pool's task slots (`run_marked`), then
+    the run's own initializer."""
+    global _SLOTS
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
     use_text_writer_thread(text_thread)
+    _SLOTS = slots
     if init is not None:
         init(*init_args)
+
+
+T = TypeVar("T")
+_SLOTS: MutableSequence[int] | None = None  # shared with the calling process: pid per task slot
+
+
+def run_marked(slot: int, fn: Callable[..., T], *args: object) -> T:
+    """Run one task with this worker's pid in its slot, so that if the worker dies (a signal such
+    as SIGBUS, os._exit) the calling process can name the task it held (worker_pool.WorkerDied)."""
+    if _SLOTS is not None:
+        _SLOTS[slot] = os.getpid()
+    try:
+        return fn(*args)
+    finally:
+        if _SLOTS is not None:
+            _SLOTS[slot] = 0

@@ -6,23 +6,91 @@ interpreter start and ~0.2 s of imports: at 16 workers that was ~3 CPU seconds a
 started once per process (or early: `pool_server.start_early`) and may be older than the run: each
 worker takes the run's environment and working folder in its initializer, as a spawned one would.
 Every task is timed in its worker for the run's stage clock (pipeline_clock.py).
+
+A worker that dies without a Python error (SIGBUS from a file truncated under a memory map, the
+OOM killer's SIGKILL, a native crash) breaks the pool, which fails every task in flight with a
+bare `BrokenProcessPool`. Each task therefore runs in a numbered slot where its worker writes its
+pid (`pool_worker.run_marked`), so the run fails with `WorkerDied` naming the dataset, the shard
+(or range count) and the file the dead worker held, and its signal.
 """
 
 import multiprocessing
 import os
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from functools import partial
 from typing import Any, TypeVar
 
 from .catalog import DatasetSpec
+from .extractors.base import InputFile
 from .pipeline_clock import StageClock, Timed, timed_call
 from .pool_server import pool_context, usable_cpus
-from .pool_worker import start_worker
+from .pool_worker import run_marked, start_worker
 from .progress import Counters, Log, init_pool_worker
 from .shards import Shard
 from .stalls import StallLimits, StallWatch, init_watched_worker
 
 T = TypeVar("T")
+SLOTS = 1024  # task slots, reused in turn: far more than one pool has in flight (workers + its queue)
+
+
+class WorkerDied(RuntimeError):
+    """A pool worker ended without a Python error while it held a task; names the task."""
+
+
+class TaskPool(ProcessPoolExecutor):
+    """A process pool that knows which task each worker runs (its pid in the task's slot), so that
+    a worker's death is reported naming what it held (`died`)."""
+
+    def __init__(self, workers: int, initializer: Callable[..., None], initargs: tuple,
+                 slots: Sequence[int]):
+        super().__init__(max_workers=workers, mp_context=pool_context(), initializer=initializer,
+                         initargs=initargs)
+        self._slots = slots
+        self._what: dict[int, str] = {}  # slot -> the task last submitted there
+        self._next = 0
+        self._workers: dict[int, Any] = {}  # every worker process started, by pid
+        self._lock = threading.Lock()
+        self._death: str | None = None
+
+    def submit_marked(self, what: str, fn: Callable[..., T], *args: object) -> "Future[Timed[T]]":
+        with self._lock:
+            slot = self._next % SLOTS
+            self._next += 1
+            self._what[slot] = what
+        fut = self.submit(timed_call, partial(run_marked, slot, fn), *args)
+        self._workers.update(getattr(self, "_processes", None) or {})  # CPython's pid -> Process
+        return fut
+
+    def died(self, exc: BaseException) -> BaseException:
+        """`exc`, or for a broken pool a WorkerDied naming the dead worker's task and signal."""
+        if not isinstance(exc, BrokenProcessPool):
+            return exc
+        with self._lock:
+            if self._death is None:
+                self._death = self._describe_death()
+        died = WorkerDied(self._death)
+        died.__cause__ = exc
+        return died
+
+    def _describe_death(self) -> str:
+        """Called as the pool breaks, before it terminates the other workers: the dead ones are
+        those with an exit status."""
+        self._workers.update(getattr(self, "_processes", None) or {})
+        dead = [(pid, code) for pid, proc in self._workers.items() if (code := proc.exitcode) not in (None, 0)]
+        lines = []
+        for pid, code in dead:
+            held = [self._what[i] for i in range(SLOTS) if self._slots[i] == pid and i in self._what]
+            doing = f"running {' and '.join(held)}" if held else "before it started a task"
+            lines.append(f"a pool worker (pid {pid}) {doing} {exit_status(code)}")
+        if not lines:
+            running = [self._what[i] for i in range(SLOTS) if self._slots[i] > 0 and i in self._what]
+            lines.append("a pool worker died abruptly" + (f" while these ran: {'; '.join(running)}" if running else ""))
+        return "; ".join(lines) + "; nothing was published. Check the input named (a file truncated or rewritten " \
+            "while it was read, a damaged disk) and the memory of the host (the OOM killer), then run again"
 
 
 def open_pool(spec: DatasetSpec, shards: list[Shard], workers: int, counters: Counters | None, period: float,
@@ -39,16 +107,46 @@ def open_pool(spec: DatasetSpec, shards: list[Shard], workers: int, counters: Co
         init, init_args = init_watched_worker, (counters, period, pids)
     elif counters is not None:
         init, init_args = init_pool_worker, (counters, period)
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=pool_context(), initializer=start_worker,
-                               initargs=(dict(os.environ), os.getcwd(), workers < usable_cpus(), init, init_args))
+    slots = multiprocessing.RawArray("q", SLOTS)
+    pool = TaskPool(workers, start_worker,
+                    (dict(os.environ), os.getcwd(), workers < usable_cpus(), init, init_args, slots), slots)
     return pool, watch
+
+
+def exit_status(code: int) -> str:
+    """A process's exit as a person reads it: `died with SIGBUS (rc 135)`, `exited with code 3`."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"died with {name} (rc {128 - code})"
+    return f"exited with code {code}"
+
+
+def task_name(fn: Callable, args: Sequence[object]) -> str:
+    """What a task works on, from its arguments: `dataset 'd' shard 'a.txt@r1' (file a.txt, range 1)`."""
+    dataset = next((f"dataset {a.key!r} " for a in args if isinstance(a, DatasetSpec)), "")
+    for a in args:
+        if isinstance(a, Shard):
+            files = [f.rel for f in a.files]
+            shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+            where = f", range {a.files[0].range.index}" if a.files[0].range is not None else ""
+            return f"{dataset}shard {a.key!r} (file{'s' if len(files) > 1 else ''} {shown}{where})"
+        if isinstance(a, InputFile):
+            where = f" range {a.range.index}" if a.range is not None else ""
+            return f"{dataset}the count of {a.rel!r}{where}"
+    return f"{dataset}{getattr(fn, '__name__', 'a task')}"
 
 
 def submit_timed(pool: ProcessPoolExecutor, clock: StageClock, stage: str, fn: Callable[..., T],
                  *args: object) -> "Future[T]":
     """`pool.submit(fn, *args)`, timed in the worker under `stage`; cancelling the returned future
     cancels the task."""
-    inner = pool.submit(timed_call, fn, *args)
+    if isinstance(pool, TaskPool):
+        inner = pool.submit_marked(task_name(fn, args), fn, *args)
+    else:
+        inner = pool.submit(timed_call, fn, *args)
     outer: Future[T] = Future()
 
     def settle(done: "Future[Timed[T]]") -> None:
@@ -57,7 +155,7 @@ def submit_timed(pool: ProcessPoolExecutor, clock: StageClock, stage: str, fn: C
             return
         exc = done.exception()
         if exc is not None:
-            _settle_unless_cancelled(outer.set_exception, exc)
+            _settle_unless_cancelled(outer.set_exception, pool.died(exc) if isinstance(pool, TaskPool) else exc)
             return
         timed = done.result()
         clock.task_done(stage, timed)

@@ -13,6 +13,13 @@ no column uses a dictionary or extension type. Anything else (an indices mapping
 state key, a missing or odd file) returns None and the caller falls back to `datasets` itself,
 which also produces the canonical error for broken folders.
 
+An Arrow file truncated in place while it is mapped would kill the process with SIGBUS as soon as
+a missing page is touched, with no message. So before each batch of rows is touched, the files it
+may live in are checked against their mapped sizes (`ArrowSplit.check_intact`), and one that shrank
+is that config's `read_failed`, naming the file (issue 34). A truncation in the few milliseconds
+between the check and the batch's copy can still raise SIGBUS: a pool worker's death then names
+its shard (worker_pool.WorkerDied).
+
 A config over `split_bytes` is cut into ranges of rows (docs/splitting.md): `plan_row_cuts` places
 the cuts from the record batches' row counts and buffer sizes, which the memory-mapped stream gives
 without reading a row.
@@ -25,6 +32,11 @@ import mmap
 import os
 from pathlib import Path
 
+
+class ArrowFileShrank(OSError):
+    """An Arrow file is shorter than when it was mapped (truncated or rewritten in place)."""
+
+
 _STATE_KEYS = {"_data_files", "_fingerprint", "_format_columns", "_format_kwargs", "_format_type",
                "_output_all_columns", "_split"}
 
@@ -34,12 +46,28 @@ class ArrowSplit:
     memory maps its table lives in (the fast path's, one per Arrow file in row order, holding
     `rows_per_map` rows each), whose pages are let go after each batch."""
 
-    def __init__(self, table, maps: tuple[mmap.mmap, ...] = (), rows_per_map: tuple[int, ...] = ()):
+    def __init__(self, table, maps: tuple[mmap.mmap, ...] = (), rows_per_map: tuple[int, ...] = (),
+                 names: tuple[str, ...] = (), files: tuple[tuple[str, int], ...] = ()):
         self.table = table
         self.schema = table.schema
         self.num_rows = table.num_rows
         self._maps = maps
+        self._names = names  # of the mapped files, for the message
+        self._files = files  # (path, size) of the files `datasets` mapped itself (its fallback path)
         self._first_rows = list(itertools.accumulate(rows_per_map, initial=0))[:-1]
+
+    def check_intact(self) -> None:
+        """Raise ArrowFileShrank naming the first Arrow file now shorter than when it was mapped:
+        touching its missing pages would raise SIGBUS. A file replaced by a rename keeps its mapped
+        bytes, so only the mapped file itself counts (fstat through the map)."""
+        for m, name in zip(self._maps, self._names, strict=True):
+            _check_size(name, len(m), m.size())
+        for path, size in self._files:
+            try:
+                now = os.stat(path).st_size
+            except OSError:
+                continue  # removed: the mapping keeps its bytes
+            _check_size(os.path.basename(path), size, now)
 
     def batches(self, size: int, start: int = 0, stop: int | None = None):
         """Rows [start, stop) as zero-copy slices on the grid of `size` rows counted from row 0, so
@@ -49,6 +77,7 @@ class ArrowSplit:
         stop = self.num_rows if stop is None else min(stop, self.num_rows)
         while start < stop:
             end = min(stop, (start // size + 1) * size)
+            self.check_intact()
             yield self.table.slice(start, end - start)
             self._release(start, end)
             start = end
@@ -64,6 +93,12 @@ class ArrowSplit:
         """(rows, bytes of its buffers) of each stored record batch, from the batch headers alone:
         the buffers are memory-mapped and never touched."""
         return [(b.num_rows, b.get_total_buffer_size()) for b in self.table.to_batches()]
+
+
+def _check_size(name: str, mapped: int, now: int) -> None:
+    if now < mapped:
+        raise ArrowFileShrank(f"{name} shrank from {mapped:,} to {now:,} bytes while it was read (truncated or "
+                              "rewritten in place); its rows are not read, which would end the process with SIGBUS")
 
 
 def plan_row_cuts(sizes: list[tuple[int, int]], size: int, split_bytes: int) -> tuple[int, ...]:
@@ -146,7 +181,7 @@ def load_split(folder: Path) -> ArrowSplit | None:
         return None
     if not all(_plain_type(f.type) for f in table.schema):
         return None
-    return ArrowSplit(table, maps, tuple(t.num_rows for t in tables))
+    return ArrowSplit(table, maps, tuple(t.num_rows for t in tables), tuple(names))
 
 
 def _map(path: Path) -> mmap.mmap:

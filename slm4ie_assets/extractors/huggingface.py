@@ -351,6 +351,7 @@ def _clean_rows(arrow_split: ArrowSplit, lo: int, hi: int | None, owns_start: bo
     hi = arrow_split.num_rows if hi is None else hi
     if hi <= lo:
         return 0
+    arrow_split.check_intact()  # the range's texts are touched at once below
     texts = arrow_split.table.column(TEXT_COLUMN).slice(lo, hi - lo)
     if not (pt.is_string(texts.type) or pt.is_large_string(texts.type)) or texts.null_count:
         return None
@@ -383,8 +384,15 @@ def _never_skipped(t) -> bool:
 
 def _as_split(dataset) -> ArrowSplit:
     """A loaded `datasets.Dataset` as the ArrowSplit the row reader takes: its table after
-    `load_from_disk`'s own casts (`save_to_disk` flattens any indices mapping before writing)."""
-    return ArrowSplit(dataset.data.table)
+    `load_from_disk`'s own casts (`save_to_disk` flattens any indices mapping before writing), with
+    the sizes of the files it mapped, checked before each batch is touched (`ArrowSplit.check_intact`)."""
+    files = []
+    for entry in dataset.cache_files:
+        try:
+            files.append((entry["filename"], os.stat(entry["filename"]).st_size))
+        except (OSError, KeyError, TypeError):
+            continue
+    return ArrowSplit(dataset.data.table, files=tuple(files))
 
 
 def _drop_text(text, row_index: int, where: str, file: InputFile, ctx: ExtractContext) -> None:
