@@ -145,3 +145,15 @@ def test_streamed_and_whole_files_give_the_same_documents_and_drops(corpus):
     assert a[0]["metadata"]["big"] == 2**62
     # b.json is read whole: its lone surrogate is repaired to U+FFFD (D1), where yajl would have given "?"
     assert [line["text"] for line in r.lines if line["text"].startswith("t \ufffd")] == ["t \ufffd"]
+
+
+def test_nesting_is_counted_outside_strings_and_a_file_deeper_than_the_reference_reads_is_read_whole(tmp_path):
+    path = tmp_path / "a.json"
+    # brackets, an escaped backslash before a closing quote and an escaped quote, all inside strings
+    path.write_text('[{"text": "' + "[{" * 2000 + '\\\\", "k": "\\"]]", "m": [[[1]]]}]')
+    records = stream_records(path)
+    assert records is not None and list(records) == loads(path.read_bytes())
+    path.write_text("[" * 1025 + "]" * 1025)  # deeper than orjson reads: the whole reading refuses it
+    assert stream_records(path) is None
+    path.write_text("[" * 1024 + "]" * 1024)
+    assert stream_records(path) is not None
