@@ -82,15 +82,26 @@ DIGEST_CHUNK = 1 << 20
 
 
 def _file_digest(path: str) -> bytes | None:
+    """None for what is not a regular file: a FIFO among a config's files must not block the run
+    here (O_NONBLOCK keeps the open from waiting for a writer), whatever its extractor makes of it."""
     h = xxh3_128()
     buf = bytearray(DIGEST_CHUNK)
     view = memoryview(buf)
     try:
-        with open(path, "rb", buffering=0) as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, True)
+        with open(fd, "rb", buffering=0, closefd=False) as fh:
             while n := fh.readinto(buf):
                 h.update(view[:n])
     except OSError:
         return None
+    finally:
+        os.close(fd)
     return h.digest()
 
 
