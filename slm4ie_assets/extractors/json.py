@@ -12,7 +12,7 @@ from typing import Any
 
 from ..schema import Document
 from .base import ExtractContext, Extractor, InputFile
-from .json_stream import TooDeep, stream_records
+from .json_stream import stream_records
 from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, loads, parse_field_mapping, probe_id
 
 _BOM = b"\xef\xbb\xbf"
@@ -36,19 +36,16 @@ class JsonExtractor(Extractor):
                 return
         fm = self.options or FieldMapping()
         id_keys = (fm.id_field,)
-        try:
-            for n, record in enumerate(records):
-                where = f"element {n}"
-                if not isinstance(record, dict):
-                    ctx.drop("non_object_record", file,
-                             f"{where} is a JSON {type(record).__name__}, not an object; skipped")
-                    continue
-                text = check_text(record, fm.text_field, file, ctx, where)
-                if text is None:
-                    continue
-                yield Document(text, probe_id(record, id_keys), fm.metadata(record, STRUCTURAL))
-        except TooDeep:
-            ctx.drop("malformed_json", file, "malformed JSON (JSON nested too deeply to decode); file skipped")
+        for n, record in enumerate(records):
+            where = f"element {n}"
+            if not isinstance(record, dict):
+                ctx.drop("non_object_record", file,
+                         f"{where} is a JSON {type(record).__name__}, not an object; skipped")
+                continue
+            text = check_text(record, fm.text_field, file, ctx, where)
+            if text is None:
+                continue
+            yield Document(text, probe_id(record, id_keys), fm.metadata(record, STRUCTURAL))
 
 
 def _whole_file(file: InputFile, ctx: ExtractContext) -> Iterable | None:
