@@ -259,7 +259,8 @@ def evaluate_raw(
                                     cursor=join_cursor(plan_cursor, look))
             unpack(spec, catalog, log=log)
             shards = list_shards(spec, catalog.shard_group_threshold)
-            held = {s.key for s in shards if arriving and arriving.holds(f.rel for f in s.files)}
+            blocked = arriving.blocked() if arriving else frozenset()
+            held = {s.key for s in shards if blocked and any(f.rel in blocked for f in s.files)}
             registered = [k for k in instance.get_dynamic_partitions(partitions_name(spec.key)) if k not in held]
             diff = diff_raw(spec, [s for s in shards if s.key not in held], registered, plan_cursor)
         observed = observed_raw_version(instance, spec.key)

@@ -21,7 +21,6 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .archives import is_temp_name
@@ -79,10 +78,14 @@ class Arrivals:
     def __bool__(self) -> bool:
         return bool(self.temporary or self.fresh)
 
-    def holds(self, rels: Iterable[str]) -> bool:
-        """Whether any of these input paths (a shard's files, or config folders) has not settled."""
-        pending = self.temporary + self.fresh
-        return any(p == rel or p.startswith(rel.rstrip("/") + "/") for rel in rels for p in pending)
+    def blocked(self) -> frozenset[str]:
+        """The paths an input must not be to be planned: each unsettled file or working folder, and
+        every folder above one (a huggingface input is a config folder)."""
+        out: set[str] = set()
+        for path in self.temporary + self.fresh:
+            parts = path.rstrip("/").split("/")
+            out.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+        return frozenset(out)
 
     def names(self) -> str:
         names = [escaped_name(n) for n in (self.fresh + self.temporary)[:SHOWN]]
