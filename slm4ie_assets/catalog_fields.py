@@ -115,13 +115,15 @@ INHERITED = (  # top-level settings each dataset may override
 )
 
 ARCHIVES = (
-    Setting("max_ratio", "Expansion beyond this many times the archive's size is refused.", "number", 50.0, 0,
+    Setting("max_ratio", "Everything unpacked from one raw archive, at any depth, beyond this many times that "
+            "archive's size: the archive is skipped (bad_archive).", "number", 50.0, 0,
             exclusive=True, expected="a positive number"),
-    Setting("max_bytes", "Unpacked bytes beyond this are refused (default 200 GiB).", "integer", 200 * 1024**3, 0,
+    Setting("max_bytes", "Bytes unpacked from one raw archive, at any depth, beyond this: the archive is skipped "
+            "(default 200 GiB).", "integer", 200 * 1024**3, 0,
             exclusive=True, expected="a positive whole number"),
-    # files and folders in one archive (each costs an inode and a state entry)
-    Setting("max_members", "An archive holding more members (files and folders) than this is refused "
-            "(default 200000).", "integer", 200_000, 0, exclusive=True, expected="a positive whole number"),
+    # files and folders in one raw archive's tree (each costs an inode and a state entry)
+    Setting("max_members", "A raw archive holding, at any depth, more members (files and folders) than this is "
+            "skipped (default 200000).", "integer", 200_000, 0, exclusive=True, expected="a positive whole number"),
 )
 
 TOP = (

@@ -57,8 +57,8 @@ def remedies() -> tuple[Remedy, ...]:
         Remedy(OutputWriteError, "free space (or raise the quota) where the output folder lives, "
                                  f"{again}; the next run removes what this one left"),
         Remedy(WriteFailure, f"free space where the raw folder lives (or make it writable), {again}"),
-        Remedy(ArchiveError, "replace or remove the archive named above (or, when it is only too large, raise "
-                             f"the `archives:` limits in extract.yaml), {again}"),
+        Remedy(ArchiveError, "replace or remove the archive named above (an archive with links, devices or "
+                             f"members outside its folder is never unpacked), {again}"),
         Remedy(ExtractorError, f"fix the dataset's `metadata:` block in extract.yaml or the file it names, {again}"),
         Remedy(InputChanged, "let whatever writes the file named above finish (write elsewhere, then move into "
                              f"raw/), {again}; the published version is unchanged", retry_helps=True),
