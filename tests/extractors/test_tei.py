@@ -697,3 +697,39 @@ def test_utterance_memory_does_not_grow_with_the_file(tmp_path):
     # 60,000 elements in the file; what stays is the path down plus the parser's read-ahead
     assert len(sizes) == 10 and max(sizes) < streaming.CHUNK // 8
     assert len(list(ex.extract(InputFile(path, "u.xml"), ctx))) == 10_000
+
+
+# ----------------------------------------------------------------------------- max_document_bytes (docs/memory.md)
+
+
+def _over_cap_expectation(whole, cap: int, name: str) -> tuple[list, list]:
+    """The lines and the too-large warnings a cap should give, from the uncapped run."""
+    lines, warnings = [], []
+    for line in whole.lines:
+        size = len(line["text"].encode())
+        if size > cap:
+            warnings.append(f"d/{name}: document {line['doc_id']!r}: its text is {size:,} bytes, over "
+                            f"max_document_bytes ({cap:,}); skipped [document_too_large]")
+        else:
+            lines.append(line)
+    return lines, warnings
+
+
+@pytest.mark.parametrize("cap", [1, 15, 60, 10_000])
+def test_annotated_documents_over_the_cap_let_their_tokens_go_with_the_same_drops(corpus, cap):
+    """Per-file and utterance documents count their text sentence by sentence under a cap and let
+    their tokens go once over it: the drop, its fallback id (an utterance without xml:id), a blank
+    document's empty_text and every other warning stay as when the document was built whole."""
+    sentences = "".join(f"<s>{w(f'beseda{i}')}{w('in', join='right')}{pc('.')}</s>" for i in range(20))
+    utterances = tei(f'<u who="#a">{sentences}</u><u xml:id="prazen"><s>{w(" ")}{w(" ")}</s></u>'
+                     f'<u xml:id="k"><s>{w("kratko")}</s>{w("zunaj")}</u><u xml:id="dolg">{sentences}</u>')
+    per_file = tei(f"<p><s>{w('  ')}</s>{sentences}</p>")
+    for name, content in (("u.xml", utterances), ("p.xml", per_file)):
+        whole = corpus.run("d", "tei", {name: content})
+        capped = corpus.run("d", "tei", {name: content}, max_document_bytes=cap)
+        lines, too_large = _over_cap_expectation(whole, cap, name)
+        assert capped.lines == lines
+        assert [w for w in capped.warnings if "document_too_large" in w] == too_large
+        assert [w for w in capped.warnings if "document_too_large" not in w] == whole.warnings
+        if cap == 1 and name == "u.xml":
+            assert "'u:000000'" in too_large[0]  # the writer's fallback id (D3)

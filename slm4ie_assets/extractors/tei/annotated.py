@@ -15,7 +15,7 @@ exactly what the utterance path drops. So one pass serves both without knowing i
 
 from collections.abc import Iterator
 
-from ...schema import Annotations, Document
+from ...schema import Annotations, Document, TextOverCap
 from ..xml.events import Span
 from ..xml.names import BLOCKS, CHOICE, PC, XML_ID, S, U, W
 from ..xml.text import choose_reading, report_unexpanded
@@ -42,13 +42,21 @@ def annotations_of(tokens: DocTokens) -> Annotations:
     return Annotations(tokens.forms, tokens.lemmas, tokens.upos, tokens.feats, tokens.space_after, tokens.sentences)
 
 
+def document_of(tokens: DocTokens, doc_id, meta: dict) -> Document:
+    """The Document of a finished DocTokens; one over max_document_bytes carries only its size, and
+    the encoder drops it as it would the whole text (docs/memory.md)."""
+    if tokens.over:
+        return Document(TextOverCap(tokens.size, tokens.blank), doc_id, meta)
+    return Document(tokens.text(), doc_id, meta, annotations_of(tokens))
+
+
 class AnnotatedPass(TeiPass):
     tags = tuple(dict.fromkeys((S, U, CHOICE) + BLOCKS))
 
-    def __init__(self, row: dict, drop, stem: str):
-        super().__init__(row, drop, stem)
+    def __init__(self, row: dict, drop, stem: str, cap: int = 0):
+        super().__init__(row, drop, stem, cap)
         self.reader = SentenceReader()
-        self.file_doc: DocTokens | None = DocTokens(interned=True)  # None once the file turned out to hold <u>
+        self.file_doc: DocTokens | None = DocTokens(interned=True, cap=cap)  # None once the file holds <u>
         self.u_doc: DocTokens | None = None
         self.u_id = None
         self.u_meta: dict = {}
@@ -108,7 +116,7 @@ class AnnotatedPass(TeiPass):
         self.finish(self.root)
         if self.file_doc is not None and len(self.file_doc):
             tokens, self.file_doc = self.file_doc, None
-            yield Document(tokens.text(), self.stem, dict(self.row), annotations_of(tokens))
+            yield document_of(tokens, self.stem, dict(self.row))
 
     def _sentence_end(self, s, target: DocTokens | None, has_choice: bool) -> None:
         """An outermost `<s>` closed: its tokens join the document in progress (None: outside every `<u>`)."""
@@ -130,7 +138,7 @@ class AnnotatedPass(TeiPass):
         self.file_doc = None
 
     def _open_utterance(self, u) -> None:
-        self.u_doc = DocTokens()
+        self.u_doc = DocTokens(cap=self.cap)
         self.u_id = u.get(XML_ID)
         self.u_meta = utterance_metadata(self.row, u)
         self.u_line = u.sourceline
@@ -141,7 +149,7 @@ class AnnotatedPass(TeiPass):
         self._count_stray_tokens(u)
         if len(tokens):
             doc_id = self.u_id if self.u_id and self.u_id.strip() else None
-            return Document(tokens.text(), doc_id, self.u_meta, annotations_of(tokens))
+            return document_of(tokens, doc_id, self.u_meta)
         if not text_is_blank(u):
             self.drop("utterance_without_tokens", f"<u> {self.u_id!r} has text but no <s> with tokens; dropped",
                       self.u_line)
@@ -201,7 +209,7 @@ class AnnotatedPass(TeiPass):
 
     def in_progress(self) -> str | None:
         if self.file_doc is not None:
-            return (f"the per-file document {self.stem!r} ({len(self.file_doc.sentences)} sentences read) is "
+            return (f"the per-file document {self.stem!r} ({self.file_doc.sentence_count()} sentences read) is "
                     "dropped whole")
         if self.u_doc is not None:
             return f"utterance {self.u_id!r} (line {self.u_line}) in progress is dropped"

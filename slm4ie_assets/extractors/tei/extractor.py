@@ -44,4 +44,5 @@ class TeiExtractor(TsvSidecarExtractor):
             ctx.drop("unreadable_file", file, f"cannot read ({exc.strerror or exc}); file skipped")
             return
         pass_class = PASSES.get(structure, PlainPass)
-        yield from extract_with_retry(ctx, file, lambda drop: pass_class(row, drop, file.stem))
+        cap = ctx.max_document_bytes
+        yield from extract_with_retry(ctx, file, lambda drop: pass_class(row, drop, file.stem, cap))

@@ -35,8 +35,8 @@ class _EntityCounting(TeiPass):
 class PlainPass(_EntityCounting):
     tags = tuple(dict.fromkeys((P, BODY) + BLOCKS))
 
-    def __init__(self, row: dict, drop, stem: str):
-        super().__init__(row, drop, stem)
+    def __init__(self, row: dict, drop, stem: str, cap: int = 0):
+        super().__init__(row, drop, stem, cap)
         self.collector = TextCollector()
         self.open_p = None
 
@@ -84,8 +84,8 @@ class PlainPass(_EntityCounting):
 class PlainUtterancePass(_EntityCounting):
     tags = tuple(dict.fromkeys((U, BODY) + BLOCKS))
 
-    def __init__(self, row: dict, drop, stem: str):
-        super().__init__(row, drop, stem)
+    def __init__(self, row: dict, drop, stem: str, cap: int = 0):
+        super().__init__(row, drop, stem, cap)
         self.collector = TextCollector(skip=frozenset({NOTE}))
         self.open_u: tuple[str | None, int | None, dict] | None = None  # (xml:id, line, metadata)
 

@@ -28,10 +28,11 @@ class TeiPass:
 
     tags: tuple = ()
 
-    def __init__(self, row: dict, drop: Drop, stem: str):
+    def __init__(self, row: dict, drop: Drop, stem: str, cap: int = 0):
         self.row = row  # the file's external-TSV metadata (section 7), {} without a sidecar
         self.drop = drop
         self.stem = stem
+        self.cap = cap  # max_document_bytes: annotated documents let their tokens go past it (docs/memory.md)
         self._swept: etree._Element | None = None  # the element whose ancestors release() swept last
         self.root: etree._Element | None = None  # the document element, once known
         self.events: FeedEvents | None = None

@@ -27,10 +27,17 @@ class DocTokens:
     and lemmas share one object per distinct string, for documents large enough to need it (a
     per-file document may hold millions of tokens; an utterance is small and short-lived)."""
 
-    __slots__ = ("forms", "lemmas", "upos", "feats", "space_after", "sentences", "sentence_lines", "interned")
+    __slots__ = ("forms", "lemmas", "upos", "feats", "space_after", "sentences", "sentence_lines", "interned", "cap",
+                 "size", "blank", "over", "released", "released_sentences")
 
-    def __init__(self, interned: bool = False):
+    def __init__(self, interned: bool = False, cap: int = 0):
         self.interned = interned
+        # under max_document_bytes (`cap`), the text is counted sentence by sentence (`size`: UTF-8 bytes
+        # of text(), `blank`: all of it blank) and the tokens let go once it passes the cap (docs/memory.md)
+        self.cap = cap
+        self.size = self.released = self.released_sentences = 0
+        self.blank = True
+        self.over = False
         self.forms: list = []
         self.lemmas: list = []
         self.upos: list = []
@@ -40,7 +47,23 @@ class DocTokens:
         self.sentence_lines = array("l")  # source line of each sentence, for drop messages
 
     def __len__(self) -> int:
-        return len(self.forms)
+        return len(self.forms) + self.released
+
+    def sentence_count(self) -> int:
+        return len(self.sentences) + self.released_sentences
+
+    def count_last_sentence(self) -> None:
+        """Under a cap: count the sentence just added; once the text is over the cap, its tokens and
+        every later sentence's are let go (the encoder drops the document from `size`, TextOverCap)."""
+        start, end = self.sentences[-1]
+        text = sentence_text(self.forms, self.space_after, start, end + 1)
+        self.size += len(text.encode("utf-8", "surrogatepass")) + (1 if self.sentence_count() > 1 else 0)
+        self.blank = self.blank and (not text or text.isspace())
+        if self.over or self.size > self.cap:
+            self.over = True
+            self.released += len(self.forms)
+            self.released_sentences += len(self.sentences)
+            del self.forms[:], self.lemmas[:], self.upos[:], self.feats[:], self.space_after[:], self.sentences[:]
 
     def text(self) -> str:
         """Each sentence rebuilt from its tokens (schema.sentence_text), joined by newlines (ADDENDUM 6.2)."""
@@ -76,6 +99,8 @@ class SentenceReader:
         if end > start:
             doc.sentences.append([start, end - 1])
             doc.sentence_lines.append(s.sourceline or 0)
+            if doc.cap:
+                doc.count_last_sentence()
         return end - start
 
     def _fast(self, s, doc: DocTokens) -> bool:
