@@ -348,3 +348,45 @@ def test_unreadable_file_is_skipped_with_a_warning(tmp_path):
     assert [d.doc_id for d in ex.extract(InputFile(ok, "sl.xml"), ctx)] == ["a"]
     assert dict(ctx.ledger.counts) == {"unreadable_file": 1}
     assert ctx.ledger.warnings[0].startswith("m/gone.xml:")
+
+
+# ----------------------------------------------------------------------------- max_document_bytes (docs/memory.md)
+
+
+def _xml(*docs: str) -> str:
+    return "<corpus>\n" + "\n".join(docs) + "\n</corpus>\n"  # as corpus(), which the fixture's name hides here
+
+
+def _capped_expectation(whole, cap: int, key: str) -> tuple[list, list]:
+    """The lines and the warnings a cap should give, from the uncapped run: a `<doc>` whose text is
+    over `cap` UTF-8 bytes is dropped, its warning in its place among the others (its fallback id
+    from the uncapped line: ids here are never blank)."""
+    lines, warnings, at = [], list(whole.warnings), 0
+    for line in whole.lines:
+        size = len(line["text"].encode())
+        if size > cap:
+            warnings.insert(at, f"{key}/a.xml: document {line['doc_id']!r}: its text is {size:,} bytes, over "
+                                f"max_document_bytes ({cap:,}); skipped [document_too_large]")
+        else:
+            lines.append(line)
+    return lines, warnings
+
+
+def test_a_doc_over_the_cap_lets_its_paragraphs_go_with_the_same_drops(corpus):
+    """Under a cap each outermost `<p>` is read as it ends and freed; past the cap only its size is
+    counted. Entities (counted at the `<doc>`'s end, as before), nested `<p>` and `<doc>`, comments,
+    a `<p>` outside every `<doc>` and the huge_tree retry give the same documents and drops."""
+    entities = ('<!DOCTYPE corpus SYSTEM "macocu.dtd" [<!ENTITY m "<b>injected</b>">]>\n<corpus>\n'
+                '<doc id="k1"><p>a &m; b &nbsp; c</p><p>zunanji <p>notranji</p> konec</p></doc>\n'
+                '<doc id="k2"><div><p>v divu</p></div><doc id="g"><p>gnezden</p></doc><p><!-- k -->po</p></doc>\n'
+                '<p>zunaj</p><doc id="k3"><p> </p></doc>\n</corpus>')
+    retried = _xml('<doc id="a"><p>ena</p></doc>', '<doc id="b"><p>' + "beseda " * 1_600_000 + "</p></doc>",
+                         '<doc id="c"><p>tri</p><p>' + "<hi>" * 600 + "y" + "</hi>" * 600 + "</p></doc>")
+    for data, caps in ((entities, (1, 12, 30, 10**6)), (retried, (5,))):
+        whole = corpus.run("mac", "macocu", {"a.xml": data})
+        for cap in caps:
+            capped = corpus.run("mac", "macocu", {"a.xml": data}, max_document_bytes=cap)
+            lines, warnings = _capped_expectation(whole, cap, "mac")
+            assert capped.lines == lines, cap
+            assert sorted(capped.warnings) == sorted(warnings), cap
+            assert [w for w in capped.warnings if "too_large" not in w] == whole.warnings, cap

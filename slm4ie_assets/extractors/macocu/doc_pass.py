@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from lxml import etree
 
-from ...schema import Document
+from ...schema import Document, TextOverCap
 from ..xml.events import FeedEvents, Span
 from ..xml.parser import parser_options
 from ..xml.text import TextCollector, report_unexpanded
@@ -95,8 +95,9 @@ def _release(elem) -> None:
 class MacocuPass:
     """One streaming parse of a macocu file (an xml.retry.StreamingPass)."""
 
-    def __init__(self, drop, earlier: list | None = None, ends_file: bool = True):
+    def __init__(self, drop, earlier: list | None = None, ends_file: bool = True, cap: int = 0):
         self.drop = drop  # drop(reason, message, line=None)
+        self.cap = cap  # max_document_bytes: a `<doc>` lets its paragraphs go once past it (`_capped_run`)
         self.ends_file = ends_file  # the per-file `undefined_entity` count is reported at the file's end
         self.events: FeedEvents | None = None
         # a range of a split file: libxml2's log of the file before the range (ranges)
@@ -115,6 +116,9 @@ class MacocuPass:
         return None
 
     def run(self, fh, huge: bool, careful: Span | None = None) -> Iterator[Document]:
+        if self.cap:
+            yield from self._capped_run(fh, huge, careful)
+            return
         # ids collected as lxml's iterparse, which macocu read with before, always did (xml.parser)
         self.events = events = FeedEvents(careful, events=("end",), tag=_DOC, remove_comments=True, remove_pis=True,
                                           **parser_options(huge, collect_ids=True))
@@ -132,6 +136,70 @@ class MacocuPass:
         if not self.ends_file:
             return
         self._count_undefined()
+
+    def _capped_run(self, fh, huge: bool, careful: Span | None) -> Iterator[Document]:
+        """`run` under max_document_bytes (docs/memory.md): each outermost `<p>` of a top-level
+        `<doc>` is read as it ends and then freed, its text kept only while the document's text is
+        within the cap (past it, only counted). The texts, drops and their order are `run`'s: the
+        paragraphs `doc_text` would collect at the `<doc>`'s end, in the same order."""
+        self.events = events = FeedEvents(careful, events=("start", "end"), tag=(_DOC, _P), remove_comments=True,
+                                          remove_pis=True, **parser_options(huge, collect_ids=True))
+        collector: TextCollector | None = None
+        docs = p_depth = 0  # open <doc> elements; open <p> elements inside one
+        parts: list = []
+        size = 0
+        for batch in events.batches(fh):
+            for event, elem in batch:
+                if elem.tag == _DOC:
+                    if event == "start":
+                        if collector is None:  # the DOCTYPE is complete before the first element
+                            collector = TextCollector(verbatim=_Undeclared(elem))
+                        if not docs:
+                            parts, size, p_depth = [], 0, 0
+                        docs += 1
+                        continue
+                    docs -= 1
+                    if docs:
+                        continue  # D13: a nested <doc> belongs to the outermost one
+                    assert collector is not None
+                    doc = self._capped_document(elem, collector, parts, size)
+                    _release(elem)
+                    if doc is not None:
+                        yield doc
+                elif docs:  # a <p> inside a top-level <doc>
+                    if event == "start":
+                        p_depth += 1
+                        continue
+                    p_depth -= 1
+                    if p_depth:
+                        continue  # a nested <p> is part of the one around it
+                    assert collector is not None
+                    text = collector.text(elem) if len(elem) else elem.text
+                    if text:
+                        text = text.strip()
+                        if text:
+                            size += len(text.encode("utf-8", "surrogatepass")) + (1 if size or parts else 0)
+                            if size <= self.cap:
+                                parts.append(text)
+                            else:
+                                parts = [None]  # over the cap: counted from here on, never kept
+                    _release(elem)  # read: it and what came before it in its parent are let go
+        if not self.ends_file:
+            return
+        self._count_undefined()
+
+    def _capped_document(self, elem, collector: TextCollector, parts: list, size: int) -> Document | None:
+        """`_document` from the paragraphs `_capped_run` read; over the cap, the size only."""
+        attrib = elem.attrib
+        doc_id = attrib.get("id")
+        if collector.unexpanded:
+            report_unexpanded(collector.unexpanded, self.drop, f"<doc id={doc_id!r}>")
+        if not parts:
+            self.drop("empty_text", f"<doc id={doc_id!r}> has no paragraph text; skipped", elem.sourceline)
+            return None
+        if size > self.cap:  # the encoder drops it as it would the whole text
+            return Document(TextOverCap(size, False), doc_id, doc_metadata(attrib))
+        return Document("\n".join(parts), doc_id, doc_metadata(attrib))
 
     def _document(self, elem, collector: TextCollector) -> Document | None:
         """The Document of a closed top-level `<doc>`; None (counted) when it has no text."""

@@ -36,6 +36,7 @@ class MacocuExtractor(Extractor):
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         if file.range is None:
-            yield from extract_with_retry(ctx, file, MacocuPass)
+            cap = ctx.max_document_bytes
+            yield from extract_with_retry(ctx, file, lambda drop: MacocuPass(drop, cap=cap))
         else:
             yield from extract_doc_range(ctx, file, MacocuPass)
