@@ -73,7 +73,8 @@ def _sentence_row(i: int) -> str:
 def tiny(tmp_path_factory) -> dict:
     """The peak of each format's child on a one-document input: what the bounds add to."""
     inputs = {"text": ("a.txt", "ena\n"), "conllu": ("a.conllu", _sentence_row(1)),
-              "json": ("a.json", '[{"text": "ena"}]')}
+              "json": ("a.json", '[{"text": "ena"}]'),
+              "macocu": ("a.xml", '<corpus><doc id="a"><p>ena</p></doc></corpus>')}
     return {fmt: _peak(tmp_path_factory.mktemp(fmt), fmt, name, lambda fh, t=text: fh.write(t))[0]
             for fmt, (name, text) in inputs.items()}
 
@@ -125,3 +126,14 @@ def test_a_json_array_is_read_record_by_record(tmp_path, tiny):
     peak, warnings = _peak(tmp_path, "json", "a.json", write)
     assert warnings == []
     assert peak < tiny["json"] + ALLOWANCE, (peak // MB, tiny["json"] // MB)  # was 7x the file
+
+
+def test_a_macocu_doc_far_over_the_cap_lets_its_paragraphs_go(tmp_path, tiny):
+    def write(fh):
+        fh.write('<corpus>\n<doc id="velik">\n')
+        _lines(fh, 16 * MB, lambda i: f"<p>{' '.join(_WORDS)} {i}</p>\n")
+        fh.write('</doc>\n<doc id="zadnji"><p>konec</p></doc>\n</corpus>\n')
+
+    peak, warnings = _peak(tmp_path, "macocu", "a.xml", write)
+    assert len(warnings) == 1 and warnings[0].startswith("d/a.xml: document 'velik': its text is ")
+    assert peak < tiny["macocu"] + CAP + ALLOWANCE, (peak // MB, tiny["macocu"] // MB)  # was 10x the <doc>
