@@ -76,13 +76,21 @@ def publish_condition(key: str) -> AutomationCondition:
             .replace("any_deps_updated", updated))
 
 
-def _description(spec: DatasetSpec) -> str:
-    """One line in plain words (the UI's asset list, `dg list defs`); paths are in the metadata."""
-    return f"Published documents of {spec.key} ({spec.domain}, {spec.extractor})"
+# Descriptions are a few short words: `dg list defs` prints the whole description in a column about
+# five characters wide at 80 columns, so each row stays two lines. The longer explanation is
+# the `about` metadata entry (the asset's page in the UI).
+DESCRIPTION = "Final text"
+SHARDS_DESCRIPTION = "File parts"
 
 
-def _shards_description(spec: DatasetSpec) -> str:
-    return f"Shards of {spec.key}: one per input file or file group"
+def _about(spec: DatasetSpec) -> str:
+    return (f"The published documents of {spec.key} ({spec.domain}, {spec.extractor}): one JSON line per "
+            "document, with an annotations sidecar when the input has annotations")
+
+
+def _shards_about(spec: DatasetSpec) -> str:
+    return (f"The shards of {spec.key}: one extracted part per input file or file group, the units a run "
+            f"re-extracts; extracted/{spec.key} joins the current parts")
 
 
 def versioned_output(value: DatasetPlan | ShardBatch, version: str) -> Output:
@@ -159,10 +167,11 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
         group_name=GROUP,
         io_manager_key="extract_io",
         pool=EXTRACT_POOL,
-        description=_description(spec),
-        kinds={"python", "jsonl"},
+        description=DESCRIPTION,
+        kinds={"jsonl"},
         tags={"slm4ie/extractor": spec.extractor, "slm4ie/domain": spec.domain},
         metadata={
+            "about": _about(spec),
             "extractor": spec.extractor,
             "domain": spec.domain,
             "raw_dir": MetadataValue.path(str(spec.raw_dir)),
@@ -261,10 +270,10 @@ def build_shards_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefinition:
             group_name=SHARDS_GROUP,
             io_manager_key="extract_io",
             pool=EXTRACT_POOL,
-            description=_shards_description(spec),
-            kinds={"python"},
+            description=SHARDS_DESCRIPTION,
+            kinds={"jsonl"},
             tags={"slm4ie/extractor": spec.extractor, "slm4ie/domain": spec.domain},
-            metadata={"extractor": spec.extractor, "domain": spec.domain,
+            metadata={"about": _shards_about(spec), "extractor": spec.extractor, "domain": spec.domain,
                       "raw_dir": MetadataValue.path(str(spec.raw_dir)),
                       COLUMN_SCHEMA: MetadataValue.table_schema(DOCUMENT_SCHEMA)},
         )

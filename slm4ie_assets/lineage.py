@@ -52,14 +52,15 @@ def build_raw_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefinition:
     asset_spec = AssetSpec(
         key=raw_key(spec.key),
         group_name=RAW_GROUP,
-        # one line; the folder is in the metadata. raw_<key>_sensor observes it whenever the files
-        # change (data version: a digest of shard keys and stat fingerprints, dagster_versions.py)
-        # (when they change, extracted/<key> shows as stale until it is materialized again)
-        description=f"Raw files of {spec.key} (not built by Dagster)",
+        # a few short words (`dg list defs` at 80 columns); the folder and the longer text are in the
+        # metadata. raw_<key>_sensor observes it whenever the files change (data version: a digest of
+        # shard keys and stat fingerprints, dagster_versions.py); extracted/<key> then shows as stale
+        description="Input files",
         owners=list(spec.owners),
         kinds={"folder"},
         tags={"slm4ie/extractor": spec.extractor, "slm4ie/domain": spec.domain},
-        metadata={"raw_dir": MetadataValue.path(str(spec.raw_dir)), "extractor": spec.extractor},
+        metadata={"about": f"The raw input files of {spec.key}, as they are in their folder (not built by Dagster)",
+                  "raw_dir": MetadataValue.path(str(spec.raw_dir)), "extractor": spec.extractor},
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)  # multi_observable_source_asset is beta in 1.13

@@ -6,7 +6,7 @@ sidecar exists. Real definitions and a real run on a temp instance."""
 import re
 import subprocess
 
-from dagster import AssetSelection
+from dagster import AssetKey, AssetSelection
 
 from slm4ie_assets.assets import extracted_key
 from slm4ie_assets.column_schemas import DOCUMENT_SCHEMA, SIDECAR_SCHEMA
@@ -16,13 +16,18 @@ from support.files import write_files
 from support.paths import REPO, VENV_BIN
 
 CODE = re.compile(r"\b(D\d{1,2}|S\d{1,2}|ADDENDUM|DAGSTER_NOTES)\b|\.py\b")
+# the third key is as long as the longest in the project's catalog: its asset keys set the width
+# `dg list defs` leaves the other columns at 80 columns
 DATASETS = {"kas": {"extractor": "text", "domain": "academic", "schedule": "0 3 * * *"},
-            "web": {"extractor": "jsonl", "domain": "web"}}
+            "web": {"extractor": "jsonl", "domain": "web"},
+            "povejmo_vemo_med": {"extractor": "text", "domain": "medical"}}
+ASSET_ROW_LINES = 2  # the most lines one asset takes in `dg list defs` at 80 columns
 
 
 def project(tmp_path) -> DagsterProject:
     write_files(tmp_path / "raw" / "kas", {"a.txt": "Prvi odstavek\nz dvema vrsticama.\n\nDrugi.\n"})
     write_files(tmp_path / "raw" / "web", {"a.jsonl": '{"doc_id": "w1", "text": "Dober dan."}\n'})
+    write_files(tmp_path / "raw" / "povejmo_vemo_med", {"a.txt": "Zdravo.\n"})
     return DagsterProject(tmp_path, DATASETS)
 
 
@@ -51,6 +56,11 @@ def test_descriptions_are_one_plain_line_without_codes_or_paths(tmp_path):
         assert not CODE.search(text), (name, text)
         assert str(tmp_path) not in text and "/raw" not in text, (name, text)
     assert "may repeat" in found["text column doc_id"] and "unique within" not in found["text column doc_id"]
+    # the longer explanation of each asset is its `about` metadata entry (the asset's page in the UI)
+    for key in ("extracted/kas", "shards/kas", "raw/kas"):
+        about = p.defs.resolve_assets_def(AssetKey.from_user_string(key)).metadata_by_key[
+            AssetKey.from_user_string(key)]["about"]
+        assert "kas" in about and len(about) > len(found[key]), (key, about)
 
 
 def test_check_results_and_the_preview_read_as_plain_text(tmp_path, instance):
@@ -84,13 +94,22 @@ def test_dg_list_defs_fits_an_80_column_terminal(tmp_path):
                          timeout=300)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert len(lines) < 160, len(lines)  # 2 datasets: about 2 lines per definition, a few for a wrapped description
+    assert len(lines) < 200, len(lines)  # 3 datasets: about 2 lines per definition
     assert str(tmp_path) not in res.stdout
-    # each check is one line, in name order, its one-word description whole
+    # each asset is one row of at most ASSET_ROW_LINES lines, its description whole
+    starts = [i for i, line in enumerate(lines) if re.match(r"│ +│ │ (extracted|shards|raw)/\w+ ", line)]
+    assert len(starts) == 3 * len(DATASETS), lines
+    for i in starts:
+        height = next(n for n, line in enumerate(lines[i:], 1) if re.match(r"│ +│ [├└]", line)) - 1
+        assert height <= ASSET_ROW_LINES, lines[i:i + height]
+        cells = [line.split("│")[-3].strip() for line in lines[i:i + height]]
+        assert "…" not in " ".join(cells) and " ".join(cells) in ("Final text", "File parts", "Input files"), cells
+    # each check is one line, in name order. Its one-word description shows whole only while the check keys
+    # are short: dg does not wrap the key column, so a long dataset key leaves "b…"/"w…" at 80 columns
     rows = [(i, line) for i, line in enumerate(lines) if re.search(r"│ extracted/\w+:\w+ ", line)]
     assert [re.search(r"extracted/\w+:\w+", line).group() for _, line in rows] == sorted(
         f"extracted/{key}:{check}" for key in DATASETS
         for check in ("no_drops", "sentences_match_text", "sidecar_aligned", "unique_uids", "valid_schema"))
     for i, line in rows:
-        assert re.search(r"│ (blocking|warning) +│", line), line
+        assert re.search(r"│ (blocking|warning|b…|w…) +│ │$", line), line
         assert re.match(r"│ +│ [├└]", lines[i + 1]), lines[i:i + 2]
