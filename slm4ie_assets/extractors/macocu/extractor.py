@@ -35,8 +35,8 @@ class MacocuExtractor(Extractor):
     splitter = DocSplitter(carry=RangeState)
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
+        cap = ctx.max_document_bytes  # a <doc> lets its paragraphs go past it (docs/memory.md)
         if file.range is None:
-            cap = ctx.max_document_bytes
             yield from extract_with_retry(ctx, file, lambda drop: MacocuPass(drop, cap=cap))
         else:
-            yield from extract_doc_range(ctx, file, MacocuPass)
+            yield from extract_doc_range(ctx, file, lambda drop, earlier, ends: MacocuPass(drop, earlier, ends, cap))
