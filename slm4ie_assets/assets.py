@@ -5,6 +5,7 @@ extracts and publishes, so a current dataset is skipped without opening a raw fi
 """
 
 import warnings
+from collections.abc import Mapping
 
 from dagster import (
     AssetExecutionContext,
@@ -198,7 +199,12 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
             archives = unpack(spec, catalog, log=unpack_log)
         workers = effective_workers(extract.max_workers, catalog.max_workers)
         plan = plan_dataset(spec, force=extract.force, workers=workers, group_threshold=catalog.shard_group_threshold,
-                            progress_seconds=extract.progress_seconds, archive_drops=archives.drops)
+                            progress_seconds=extract.progress_seconds, archive_drops=archives.drops,
+                            hold_arriving=started_by_sensor(context.run.tags))
+        if plan.held:
+            context.log.info(f"{spec.key}: {len(plan.held)} shard(s) held back, file(s) still arriving "
+                             f"({plan.arriving}): a sensor started this run, so only whole files are published; "
+                             f"raw_{spec.key}_sensor plans them once they have settled")
         added, deleted = sync_partitions(context.instance, spec.key, [s.key for s in plan.shards])
         observe_raw_in_step(context, spec, plan.shards)
         context.log.info(
@@ -210,6 +216,16 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
         return versioned_output(plan, plan_version(spec, plan.shards))
 
     return _extracted
+
+
+# what Dagster tags a run with when a sensor (the raw sensors, the republish automation sensor) or
+# the asset daemon requested it; a run started from the UI, the CLI or a schedule carries neither
+_SENSOR_RUN_TAGS = ("dagster/sensor_name", "dagster/auto_materialize")
+
+
+def started_by_sensor(tags: Mapping[str, str]) -> bool:
+    """Whether a sensor started the run: its planning then holds back files still arriving."""
+    return any(tag in tags for tag in _SENSOR_RUN_TAGS)
 
 
 def plan_shard_batch(context: AssetExecutionContext, spec: DatasetSpec, catalog: Catalog,

@@ -16,6 +16,7 @@ from .assembly import VersionStager
 from .catalog import Catalog, DatasetSpec
 from .extractors.base import InputFile, RangeCounts
 from .extractors.registry import get_extractor_class, make_extractor
+from .held_inputs import HeldBack, hold_back
 from .input_stamps import InputChanged
 from .locked_parts import PartOutcome, outcome_message, settle_pending, write_part_locked
 from .locks import LockTimeout, dataset_lock
@@ -64,6 +65,8 @@ class DatasetPlan:
     unreadable: list[str] = field(default_factory=list)  # D6: "<key>/<entry> [unreadable_path]"
     progress_seconds: float | None = None  # between progress lines; None: progress.progress_interval()
     clock: StageClock = field(default_factory=StageClock)  # seconds per stage (pipeline_clock.py)
+    held: list[str] = field(default_factory=list)  # shard keys left out: files still arriving (held_inputs.py)
+    arriving: str = ""  # a few of those files' names, for the log
 
 
 def lock_path(spec: DatasetSpec) -> Path:
@@ -88,19 +91,23 @@ def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None) -> "Arch
 
 def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
                  group_threshold: int = DEFAULT_GROUP_THRESHOLD, progress_seconds: float | None = None,
-                 archive_drops: Sequence[str] = ()) -> DatasetPlan:
-    """`archive_drops`: the ledger lines of the unpack before it (`ArchiveReport.drops`)."""
+                 archive_drops: Sequence[str] = (), hold_arriving: bool = False) -> DatasetPlan:
+    """`archive_drops`: the ledger lines of the unpack before it (`ArchiveReport.drops`).
+    `hold_arriving` (a run a sensor started, never forced): leave out the shards whose files are
+    still arriving (held_inputs.py), so only whole files are published."""
     require_raw_dir(spec)
     extractor = make_extractor(spec.extractor, spec.options)
     discovery = extractor.list_inputs(spec.raw_dir)
     # D6: skipped archives and members, then raw entries named like inputs that cannot be read
     unreadable = list(archive_drops) + [f"{spec.key}/{entry} [unreadable_path]" for entry in discovery.unreadable]
     shards = plan_shards(extractor, discovery.files, group_threshold, spec.split_bytes)  # docs/splitting.md
+    held = hold_back(spec, shards) if hold_arriving and not force else HeldBack(shards, [])
+    shards = held.planned
     store = DatasetStore(spec)
     stale = [s for s in shards if force or not store.part_is_current(s)]
     up_to_date = not force and not stale and store.is_published(shards, unreadable)
     return DatasetPlan(spec, shards, stale, up_to_date, force, workers, unreadable=unreadable,
-                       progress_seconds=progress_seconds)
+                       progress_seconds=progress_seconds, held=[s.key for s in held.held], arriving=held.arriving)
 
 
 # ----------------------------------------------------------------------------- extraction
