@@ -85,7 +85,7 @@ def test_asset_definitions_carry_description_metadata_and_group(tmp_path):
     assert spec.group_name == "extracted"
     assert spec.metadata["extractor"] == "text" and spec.metadata["domain"] == "academic"
     # the paths are metadata (the description is one plain line: tests/dagster_layer/test_ui_text.py)
-    assert spec.metadata["raw_dir"].value == str(tmp_path / "raw" / "kas") and "kas" in spec.description
+    assert spec.metadata["raw_dir"].value == str(tmp_path / "raw" / "kas") and "kas" in spec.metadata["about"]
     assert spec.metadata["text_path"].value == str(tmp_path / "out" / "kas.jsonl")
 
 
