@@ -20,6 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from ..fswalk import is_copy_tool_name
 from ..schema import Document
 from ..type_names import a_type_name
 from .arrow_dir import ArrowSplit, load_folder, plan_row_cuts
@@ -206,8 +207,8 @@ class HuggingfaceExtractor(Extractor):
         with os.scandir(root) as entries:
             for entry in entries:
                 try:
-                    if is_arriving_name(entry.name):
-                        continue  # a config still being copied in (settling.py)
+                    if is_arriving_name(entry.name) or is_copy_tool_name(entry.name):
+                        continue  # a config still being copied in, or a copy tool's working folder (settling.py)
                     if not is_utf8_name(entry.name):  # D6: counted, never a crash in keys or metas
                         if entry.is_dir() or entry.is_symlink():
                             unreadable.append(f"{escaped_name(entry.name)}: {NOT_UTF8}; not read as a config "

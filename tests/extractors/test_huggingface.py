@@ -86,6 +86,17 @@ def test_c4_like_bare_dataset_exact_lines(tmp_path):
     assert r.drops == {}
 
 
+@pytest.mark.parametrize("working", [".~tmp~", ".rsync-partial", ".azDownload-0f3a"])
+def test_a_copy_tools_working_folder_is_never_read_as_a_config(tmp_path, working):
+    """A copy tool writes a config into its working folder before renaming it into place: that
+    folder is never a config of its own (the settle rule waits for the rename)."""
+    Dataset.from_dict({"text": ["a"]}).save_to_disk(str(raw_dir(tmp_path) / "sl"))
+    Dataset.from_dict({"text": ["half"]}).save_to_disk(str(raw_dir(tmp_path) / working / "hr"))
+    r = extract(tmp_path)
+    assert ordered(r.lines) == ordered([line("a", "sl:00000000", {})])
+    assert r.drops == {}
+
+
 def test_keyless_bare_dataset_gets_config_and_row_ids(tmp_path):
     """ADDENDUM 4.5 doc_id: with no natural key a bare Dataset yields <config>:<row:08d>."""
     Dataset.from_dict({"text": ["a", "b"], "lang": ["sl", "sl"]}).save_to_disk(str(raw_dir(tmp_path) / "sl"))
