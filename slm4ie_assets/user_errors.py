@@ -42,6 +42,7 @@ def remedies() -> tuple[Remedy, ...]:
     from .pipeline import MissingRawDir, StrictModeViolation
     from .stalls import WorkerStalled
     from .store import OutputWriteError, UnsafeOutputTree
+    from .worker_pool import WorkerDied
 
     again = "then materialize again"
     return (
@@ -66,6 +67,7 @@ def remedies() -> tuple[Remedy, ...]:
         Remedy(WorkerStalled, "look at the stuck worker named above (a hung network file system, a stopped "
                               "process), or raise `stall_timeout_seconds` in extract.yaml if the shard is only "
                               f"slow, {again}"),
+        Remedy(WorkerDied, ""),  # the message names the shard, its file, the signal and what to check
     )
 
 

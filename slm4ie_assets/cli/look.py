@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 
 from ..catalog import DatasetSpec
+from ..extractors.base import MAX_WARNINGS_KEPT
 from ..manifest import Manifest
 from ..store import READ_ERRORS, DatasetStore, read_manifest
 from .output import json_text, shown, shown_lines
@@ -153,6 +154,8 @@ def dropped_lines(spec: DatasetSpec, m: Manifest) -> Iterator[str]:
             yield f"{key}: its part changed since this version was published (warnings not shown)"
         elif meta.warnings:
             yield from meta.warnings
-            kept = sum(meta.drops.values())
-            if kept > len(meta.warnings):
-                yield f"{key}: … {kept - len(meta.warnings):,} more (a part keeps its first {len(meta.warnings)})"
+            dropped = sum(meta.drops.values())
+            shown = sum(1 for w in meta.warnings if w.endswith("]"))  # a drop's warning ends in [reason]
+            if dropped > shown:
+                yield (f"{key}: … {dropped - shown:,} more (each file keeps the warnings of its first "
+                       f"{MAX_WARNINGS_KEPT} drops)")
