@@ -2,8 +2,6 @@
 the sensors on, a file dropped into raw/<key>/ is registered, extracted alone and republished by the
 automation sensor; untouched shards are not re-extracted and the output equals a fresh extraction."""
 
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -18,6 +16,7 @@ from support.dagster_cli import dagster_env
 from support.dagster_project import DagsterProject, part_meta_mtimes
 from support.files import write_files
 from support.paths import VENV_BIN
+from support.processes import stop_group
 
 DAGSTER_YAML = """\
 run_coordinator:
@@ -49,16 +48,6 @@ def _idle(instance) -> bool:
     """No run of the instance is queued, starting or started."""
     return not instance.get_run_records(
         RunsFilter(statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]))
-
-
-def _stop(daemon: subprocess.Popen) -> None:
-    """The daemon we started and its children (code server, runs)."""
-    os.killpg(daemon.pid, signal.SIGTERM)
-    try:
-        daemon.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(daemon.pid, signal.SIGKILL)
-        daemon.wait()
 
 
 @pytest.mark.slow
@@ -105,7 +94,7 @@ def test_daemon_sensor_extracts_a_dropped_file_and_republishes(tmp_path, request
         _wait("the republish with the new file", republished, deadline, log)
         _wait("the publish run to finish", lambda: _idle(instance), deadline, log)
     finally:
-        _stop(daemon)
+        stop_group(daemon)
 
     assert instance.get_dynamic_partitions(partitions_name("kas")) == [
         "d0.txt", "d1.txt", "d2.txt", "d3.txt", "d2b.txt"]
@@ -167,7 +156,7 @@ def test_daemon_plans_a_file_only_once_its_writer_is_done(tmp_path, request):
               and "b.jsonl" in [k for k, _ in m.shards], deadline, log)
         _wait("the runs to finish", lambda: _idle(instance), deadline, log)
     finally:
-        _stop(daemon)
+        stop_group(daemon)
     manifest = store.published_manifest()
     assert manifest is not None and manifest.drops == {} and manifest.docs == 1 + written
     runs = [r.dagster_run for r in instance.get_run_records()]

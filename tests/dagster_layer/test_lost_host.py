@@ -26,6 +26,7 @@ from slm4ie_assets.stale_runs import PID_TAG, launched_worker
 from support.dagster_cli import dagster_env
 from support.files import write_config, write_files
 from support.paths import REPO, VENV_BIN
+from support.processes import stop_group
 from support.ui import free_port
 
 DEADLINE = 240  # seconds for the whole `dagster dev` part (about 60 s on a quiet 2-core host, 150 s on a busy
@@ -64,16 +65,6 @@ def _cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
-def _stop(daemon: subprocess.Popen) -> None:
-    """The `dagster dev` we started and its children (webserver, daemon, code servers, run workers)."""
-    os.killpg(daemon.pid, signal.SIGTERM)
-    try:
-        daemon.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(daemon.pid, signal.SIGKILL)
-        daemon.wait()
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the code server as the run worker's parent")
 def test_killing_the_code_server_and_run_worker_fails_the_run_and_frees_its_slot(tmp_path, request):
@@ -95,7 +86,7 @@ def test_killing_the_code_server_and_run_worker_fails_the_run_and_frees_its_slot
         daemon = subprocess.Popen([str(VENV_BIN / "dagster"), "dev", "-m", "support.held_location",
                                    "-h", "127.0.0.1", "-p", str(free_port())],
                                   cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    request.addfinalizer(lambda: _stop(daemon))
+    request.addfinalizer(lambda: stop_group(daemon))
     deadline = time.monotonic() + DEADLINE
 
     # the sensor's first run (extracted/k, never published) is held inside its step ...

@@ -18,6 +18,7 @@ from slm4ie_assets.stalls import WorkerStalled
 from slm4ie_assets.store import DatasetStore
 from slm4ie_assets.type_names import a_type_name
 from support.files import write_config, write_files
+from support.processes import pool_workers
 
 # ----------------------------------------------------------------------------- a lock that vanished
 
@@ -66,27 +67,6 @@ def test_type_errors_name_the_type_with_the_right_article(tmp_path):
 # ----------------------------------------------------------------------------- the stall kill
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as fh:
-            found += map(int, fh.read().split())
-    return found
-
-
-def _pool_workers() -> list[int]:
-    """This process's pool workers: the children of its forkserver, or spawned children."""
-    found = []
-    for pid in _children(os.getpid()):
-        with open(f"/proc/{pid}/cmdline", "rb") as cmd:
-            line = cmd.read()
-        if b"spawn_main" in line:
-            found.append(pid)
-        elif b"forkserver" in line:
-            found += _children(pid)
-    return found
-
-
 def test_the_stall_kill_prints_no_callback_traceback_before_worker_stalled(tmp_path, capfd, caplog):
     """Before: "exception calling callback for <Future ...> ... InvalidStateError: CANCELLED" on
     stderr, then the right WorkerStalled. The futures the run cancelled end quietly now."""
@@ -100,7 +80,7 @@ def test_the_stall_kill_prints_no_callback_traceback_before_worker_stalled(tmp_p
 
     def log(message: str) -> None:
         if not stopped and len(list(DatasetStore(spec).parts.glob("*.jsonl.partial"))) == 2:
-            stopped.extend(_pool_workers())  # both workers, each in the middle of its shard
+            stopped.extend(pool_workers())  # both workers, each in the middle of its shard
             for pid in stopped:
                 os.kill(pid, signal.SIGSTOP)
 

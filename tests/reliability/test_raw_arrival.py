@@ -26,6 +26,7 @@ from slm4ie_assets.stalls import WorkerStalled
 from slm4ie_assets.store import DatasetStore, UnsafeOutputTree
 from support.dagster_project import DagsterProject, output_metadata
 from support.files import read_jsonl, write_config, write_files
+from support.processes import pool_workers
 from support.watcher import Watcher
 
 
@@ -508,30 +509,7 @@ def test_a_copy_of_the_output_folder_made_with_links_followed_still_publishes(tm
     assert [p.name for p in store.versions.iterdir()] == [os.readlink(store.current).split("/")[-1]]
 
 
-
 # ----------------------------------------------------------------------------- a stuck worker
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as fh:
-            found += map(int, fh.read().split())
-    return found
-
-
-def _pool_workers() -> list[int]:
-    """This process's pool workers: the children of its forkserver (worker_pool.py), or spawned
-    children where the platform has no forkserver (not multiprocessing's resource tracker)."""
-    found = []
-    for pid in _children(os.getpid()):
-        with open(f"/proc/{pid}/cmdline", "rb") as cmd:
-            line = cmd.read()
-        if b"spawn_main" in line:
-            found.append(pid)
-        elif b"forkserver" in line:
-            found += _children(pid)
-    return found
 
 
 def _resume(pids: list[int]) -> None:
@@ -555,7 +533,7 @@ def test_a_stopped_pool_worker_is_reported_and_with_a_timeout_fails_the_run_nami
     def log(message: str) -> None:
         lines.append(message)
         if not stopped and len(list(DatasetStore(spec).parts.glob("*.jsonl.partial"))) == 2:
-            stopped.extend(_pool_workers())  # both pool workers, each in the middle of its shard
+            stopped.extend(pool_workers())  # both pool workers, each in the middle of its shard
             for pid in stopped:
                 os.kill(pid, signal.SIGSTOP)
         if timeout == 0 and stopped and not resumed and any("has made no progress" in m for m in lines):
