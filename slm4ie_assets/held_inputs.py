@@ -45,9 +45,11 @@ class HeldBack:
 def hold_back(spec: DatasetSpec, shards: list[Shard], now_ns: int | None = None) -> HeldBack:
     """Leave out the shards with a file still arriving, keeping plan order; nothing when none is."""
     arriving = still_arriving(spec, now_ns)
-    blocked = arriving.blocked() if arriving else frozenset()
-    held = [s for s in shards if blocked and any(f.rel in blocked for f in s.files)]
-    if not held:
+    if not arriving:
         return HeldBack(shards, [])
-    held_keys = {s.key for s in held}
-    return HeldBack([s for s in shards if s.key not in held_keys], held, arriving.names())
+    blocked = arriving.blocked()
+    planned: list[Shard] = []
+    held: list[Shard] = []
+    for shard in shards:
+        (held if any(f.rel in blocked for f in shard.files) else planned).append(shard)
+    return HeldBack(planned, held, arriving.names() if held else "")
