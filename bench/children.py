@@ -66,7 +66,8 @@ def child_extract(yaml_path: str, key: str, workers: int, split_bytes: int) -> N
 def _documents(spec, encode: bool):
     """Every document of the dataset's files (unsplit), optionally encoded as the part writer does."""
     from slm4ie_assets.document_encoder import Drop, encode_document
-    from slm4ie_assets.extractors.base import DropLedger, ExtractContext
+    from slm4ie_assets.extractors.drop_ledger import DropLedger
+    from slm4ie_assets.extractors.extract_context import ExtractContext
     from slm4ie_assets.extractors.registry import make_extractor
 
     ex = make_extractor(spec.extractor, spec.options)

@@ -44,7 +44,8 @@ def run_pipeline(path: Path) -> int:
 
 
 def run_extract(path: Path) -> int:
-    from slm4ie_assets.extractors.base import ExtractContext, InputFile
+    from slm4ie_assets.extractors.extract_context import ExtractContext
+    from slm4ie_assets.extractors.input_file import InputFile
     from slm4ie_assets.extractors.tei.extractor import TeiExtractor
 
     ex = TeiExtractor(None)

@@ -12,7 +12,8 @@ Since `before` is exactly the sum of the earlier ranges' counts, proving each of
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
-from .extractors.base import InputFile, RangeCounts
+from .extractors.extract_context import RangeCounts
+from .extractors.input_file import InputFile
 
 RangeKey = tuple[str, int]  # (file, range index)
 OutcomeT = TypeVar("OutcomeT")

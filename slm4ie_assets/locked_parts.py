@@ -13,7 +13,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from .catalog import DatasetSpec
-from .extractors.base import FILE_START, Extractor, NeedsBefore, RangeCounts
+from .extractors.base import Extractor
+from .extractors.extract_context import FILE_START, NeedsBefore, RangeCounts
 from .locks import Log, dataset_lock, shard_lock
 from .part_meta import PartMeta
 from .part_writer import Progress, write_part_counted

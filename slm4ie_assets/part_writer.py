@@ -19,16 +19,10 @@ from xxhash import xxh3_64_intdigest
 from .assumed_counts import RangeCount
 from .catalog import FORMAT_VERSION, DatasetSpec
 from .document_encoder import Drop, encode_document
-from .extractors.base import (
-    FILE_START,
-    DropLedger,
-    ExtractContext,
-    Extractor,
-    InputFile,
-    NeedsBefore,
-    RangeCounts,
-    is_input_error,
-)
+from .extractors.base import Extractor
+from .extractors.drop_ledger import DropLedger
+from .extractors.extract_context import FILE_START, ExtractContext, NeedsBefore, RangeCounts
+from .extractors.input_file import InputFile, is_input_error
 from .gzipio import LEVEL, RANGE_PART_LEVEL, ChunkWriter, fsync_file
 from .input_stamps import (
     InputChanged,

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from .assembly import VersionStager
 from .catalog import Catalog, DatasetSpec
-from .extractors.base import InputFile, RangeCounts
+from .extractors.extract_context import RangeCounts
+from .extractors.input_file import InputFile
 from .extractors.registry import get_extractor_class, make_extractor
 from .held_inputs import HeldBack, hold_back
 from .input_stamps import InputChanged

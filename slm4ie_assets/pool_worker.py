@@ -8,7 +8,9 @@ from typing import TypeVar
 
 from .assumed_counts import RangeCount
 from .catalog import DatasetSpec
-from .extractors.base import FILE_START, Extractor, InputFile, RangeCounts
+from .extractors.base import Extractor
+from .extractors.extract_context import FILE_START, RangeCounts
+from .extractors.input_file import InputFile
 from .extractors.registry import make_extractor
 from .locked_parts import PartOutcome, write_part_in_worker
 from .part_writer import assume_range, count_range, use_text_writer_thread

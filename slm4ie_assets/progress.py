@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from .byte_units import byte_unit, duration, human_bytes, human_rate
 from .byte_units import in_unit as _in_unit
-from .extractors.base import InputFile
+from .extractors.input_file import InputFile
 from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops
 from .shards import Shard

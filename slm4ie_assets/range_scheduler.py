@@ -13,7 +13,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Generic, Protocol, TypeVar
 
 from .assumed_counts import Proofs, RangeCount, RangeKey, range_key
-from .extractors.base import InputFile, RangeCounts
+from .extractors.extract_context import RangeCounts
+from .extractors.input_file import InputFile
 from .shards import Shard
 
 

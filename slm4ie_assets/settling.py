@@ -10,7 +10,7 @@ an old mtime means a whole file. An mtime in the future (a clock ahead on the ho
 settles by the two looks alone, and is named once in a warning (the tick that first sees it).
 
 Never settled: a name copy and download tools write under (rsync's `.name.XXXXXX`, `*.part`, ...;
-`extractors.base.is_arriving_name`), and whatever is in a copy tool's working folder (`.~tmp~/`,
+`extractors.discovery.is_arriving_name`), and whatever is in a copy tool's working folder (`.~tmp~/`,
 `.rsync-partial/`, `.azDownload-*`; `fswalk.is_copy_tool_name`), which is never an input either.
 Files the archive stage unpacked have settled (they were renamed into place whole). Only explicit
 runs (the UI, the CLI, schedules) plan without waiting.
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from .archives import is_temp_name
 from .archives.state import load_state
-from .extractors.base import escaped_name, is_arriving_name
+from .extractors.discovery import escaped_name, is_arriving_name
 from .fswalk import walk
 
 SHOWN = 3  # names in the sensor's skip reason

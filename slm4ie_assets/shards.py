@@ -28,7 +28,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .extractors.base import Extractor, FileRange, Fingerprint, InputFile, sort_key
+from .extractors.base import Extractor, Fingerprint
+from .extractors.discovery import sort_key
+from .extractors.input_file import FileRange, InputFile
 from .input_stamps import InputStamp, stamp_of
 
 MAX_KEY_LEN = 512

@@ -25,7 +25,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from .catalog import DatasetSpec
-from .extractors.base import InputFile
+from .extractors.input_file import InputFile
 from .pipeline_clock import StageClock, Timed, timed_call
 from .pool_server import pool_context, usable_cpus
 from .pool_worker import run_marked, start_worker

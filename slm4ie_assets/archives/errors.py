@@ -9,7 +9,7 @@ import zlib
 
 import zstandard
 
-from ..extractors.base import escaped_name
+from ..extractors.discovery import escaped_name
 
 
 class ArchiveError(ValueError):

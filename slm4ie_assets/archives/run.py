@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..byte_units import duration, human_bytes, human_rate
 from ..catalog import ArchiveLimits
-from ..extractors.base import escaped_name, sort_key
+from ..extractors.discovery import escaped_name, sort_key
 from ..fswalk import walk
 from .errors import ArchiveError, BudgetExceeded, SkipArchive
 from .formats import unpack_into

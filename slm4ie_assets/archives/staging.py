@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
-from ..extractors.base import escaped_name
+from ..extractors.discovery import escaped_name
 from ..gzipio import ChunkWriter
 from .errors import ArchiveError, BudgetExceeded, SkipArchive, WriteFailure
 from .names import temp_name

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..extractors.base import sort_key
+from ..extractors.discovery import sort_key
 
 STATE_FORMAT = 1
 

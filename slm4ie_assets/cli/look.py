@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 
 from ..catalog import DatasetSpec
-from ..extractors.base import MAX_WARNINGS_KEPT
+from ..extractors.drop_ledger import MAX_WARNINGS_KEPT
 from ..manifest import Manifest
 from ..store import READ_ERRORS, DatasetStore, read_manifest
 from .output import json_text, shown, shown_lines

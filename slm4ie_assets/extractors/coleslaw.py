@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..schema import Document
-from .base import ExtractContext, Extractor, InputFile
+from .base import Extractor
+from .extract_context import ExtractContext
+from .input_file import InputFile
 from .json_objects import LineSplitter, json_objects
 from .records import probe_id
 

@@ -13,8 +13,9 @@ import re
 from collections.abc import Iterator
 
 from ..schema import Annotations, Document, TextOverCap, sentence_text
-from .base import ExtractContext, InputFile
 from .cuts import LINE_END, pattern_cut
+from .extract_context import ExtractContext
+from .input_file import InputFile
 from .reading import has_escapes, read_raw
 from .splitting import ByteSplitter
 from .tsv_metadata import TsvSidecarExtractor

@@ -24,13 +24,10 @@ from ..fswalk import is_copy_tool_name
 from ..schema import Document
 from ..type_names import a_type_name
 from .arrow_dir import ArrowSplit, load_folder, plan_row_cuts
-from .base import (
+from .base import Extractor, Fingerprint
+from .discovery import (
     NOT_UTF8,
     Discovery,
-    ExtractContext,
-    Extractor,
-    Fingerprint,
-    InputFile,
     escaped_name,
     file_kind,
     is_arriving_name,
@@ -38,6 +35,8 @@ from .base import (
     sort_key,
     unreadable_reason,
 )
+from .extract_context import ExtractContext
+from .input_file import InputFile
 from .records import probe_id
 from .splitting import Splitter
 

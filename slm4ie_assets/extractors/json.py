@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Document
-from .base import ExtractContext, Extractor, InputFile
+from .base import Extractor
+from .extract_context import ExtractContext
+from .input_file import InputFile
 from .json_stream import stream_records
 from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, loads, parse_field_mapping, probe_id
 

@@ -7,7 +7,8 @@ reach the part writer) and then reads the same objects with the same drops.
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from .base import ExtractContext, InputFile
+from .extract_context import ExtractContext
+from .input_file import InputFile
 from .records import loads
 from .splitting import ByteSplitter
 

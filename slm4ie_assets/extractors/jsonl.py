@@ -7,7 +7,9 @@ from typing import Any
 
 from ..schema import Annotations, Document
 from ..type_names import a_type_name
-from .base import ExtractContext, Extractor, InputFile
+from .base import Extractor
+from .extract_context import ExtractContext
+from .input_file import InputFile
 from .json_objects import LineSplitter, json_objects
 from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, parse_field_mapping, probe_id
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from .base import InputFile
+from .input_file import InputFile
 
 _INVALID_SEEN = [0]
 _surrogateescape = codecs.lookup_error("surrogateescape")

@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 
 from ..type_names import a_type_name
-from .base import ExtractContext, InputFile
+from .extract_context import ExtractContext
+from .input_file import InputFile
 
 # Fields json and jsonl never copy into metadata: jsonl reads `paragraphs` as annotations, and
 # `conll` is the reference's other annotation field.

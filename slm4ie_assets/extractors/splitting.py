@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import ClassVar, Literal
 
-from .base import Carry, InputFile
 from .cuts import SEARCH_LIMIT, first_cut, walk_nominal_cuts
+from .extract_context import Carry
+from .input_file import InputFile
 from .reading import read_raw
 
 

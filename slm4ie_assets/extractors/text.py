@@ -9,8 +9,10 @@ import re
 from collections.abc import Iterator
 
 from ..schema import Document
-from .base import ExtractContext, Extractor, InputFile
+from .base import Extractor
 from .cuts import LINE_END, pattern_cut
+from .extract_context import ExtractContext
+from .input_file import InputFile
 from .reading import has_escapes, invalid_count, read_raw, read_text_chunks
 from .splitting import ByteSplitter
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base import ExtractContext, Extractor, ExtractorError, InputFile
+from .base import Extractor, ExtractorError
+from .extract_context import ExtractContext
+from .input_file import InputFile
 from .reading import BOM
 
 NA_VALUES = frozenset({"", "-"})

@@ -29,7 +29,7 @@ from slm4ie_assets.archives.names import TEMP_MARK, archive_kind, temp_name
 from slm4ie_assets.archives.run import MAX_ROUNDS
 from slm4ie_assets.archives.staging import Budget, Staging
 from slm4ie_assets.catalog import ArchiveLimits
-from slm4ie_assets.extractors.base import discover
+from slm4ie_assets.extractors.discovery import discover
 
 EXTRACTOR_SUFFIXES = (".txt", ".jsonl", ".json", ".xml", ".conllu", ".conll")
 TEXT = b"Dober dan, svet.\nTo je vrstica.\n" * 50

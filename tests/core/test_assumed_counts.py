@@ -13,7 +13,9 @@ import pytest
 
 from slm4ie_assets.assumed_counts import Proofs, RangeCount
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.extractors.base import InputFile, RangeCounts, discover
+from slm4ie_assets.extractors.discovery import discover
+from slm4ie_assets.extractors.extract_context import RangeCounts
+from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.jsonl import JsonlExtractor
 from slm4ie_assets.extractors.text import TextExtractor, count_blocks
 from slm4ie_assets.locked_parts import PartOutcome, settle_pending

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.extractors.base import InputFile
+from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.text import TextExtractor
 from slm4ie_assets.pipeline import extract_dataset, plan_dataset
 from slm4ie_assets.shards import (
@@ -87,7 +87,7 @@ def _tree(root, names):
 
 
 def _plan(root, threshold):
-    from slm4ie_assets.extractors.base import discover
+    from slm4ie_assets.extractors.discovery import discover
 
     return plan_shards(TextExtractor(), discover(root, (".txt",)), threshold)
 

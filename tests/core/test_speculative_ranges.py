@@ -10,9 +10,11 @@ import pytest
 
 from slm4ie_assets.assumed_counts import RangeCount
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.extractors.base import InputFile, NeedsBefore, RangeCounts, discover
 from slm4ie_assets.extractors.coleslaw import ColeslawExtractor
 from slm4ie_assets.extractors.conllu import ConlluExtractor
+from slm4ie_assets.extractors.discovery import discover
+from slm4ie_assets.extractors.extract_context import NeedsBefore, RangeCounts
+from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.jsonl import JsonlExtractor
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
 from slm4ie_assets.extractors.text import TextExtractor

@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 import slm4ie_assets.extractors.text as text_module
 from slm4ie_assets.assumed_counts import RangeCount
 from slm4ie_assets.catalog import DEFAULT_SPLIT_BYTES, CatalogError, load_catalog
-from slm4ie_assets.extractors.base import ExtractContext, InputFile, RangeCounts, discover
 from slm4ie_assets.extractors.coleslaw import ShadowCarry
 from slm4ie_assets.extractors.conllu import ConlluExtractor
+from slm4ie_assets.extractors.discovery import discover
+from slm4ie_assets.extractors.extract_context import ExtractContext, RangeCounts
+from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.jsonl import JsonlExtractor
 from slm4ie_assets.extractors.registry import EXTRACTORS, get_extractor_class, make_extractor
 from slm4ie_assets.extractors.splitting import Splitter, count_line_ends

@@ -11,8 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slm4ie_assets.catalog import CatalogError, load_catalog
-from slm4ie_assets.extractors.base import ExtractContext, ExtractorError, InputFile
+from slm4ie_assets.extractors.base import ExtractorError
 from slm4ie_assets.extractors.conllu import READ_SIZE, ConlluExtractor
+from slm4ie_assets.extractors.extract_context import ExtractContext
+from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.tsv_metadata import parse_tsv_config
 from slm4ie_assets.pipeline import extract_and_publish, plan_dataset
 from slm4ie_assets.schema import sentence_text

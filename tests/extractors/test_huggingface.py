@@ -15,8 +15,9 @@ import yaml
 datasets = pytest.importorskip("datasets")
 from datasets import Dataset, DatasetDict, Features, Sequence, Value  # noqa: E402
 
-from slm4ie_assets.extractors.base import ExtractContext, InputFile  # noqa: E402
+from slm4ie_assets.extractors.extract_context import ExtractContext  # noqa: E402
 from slm4ie_assets.extractors.huggingface import BATCH_ROWS, HuggingfaceExtractor  # noqa: E402
+from slm4ie_assets.extractors.input_file import InputFile  # noqa: E402
 from support.extraction import Result, extract_raw  # noqa: E402
 from support.files import ordered  # noqa: E402
 from support.paths import REPO  # noqa: E402

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from lxml import etree
 
-from slm4ie_assets.extractors.base import ExtractContext, InputFile
+from slm4ie_assets.extractors.extract_context import ExtractContext
+from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.macocu.doc_pass import DOC_METADATA_KEYS, _release
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
 from support.extraction import Result, extract_raw
@@ -290,7 +291,8 @@ def test_peak_memory_does_not_grow_with_file_size(tmp_path):
     script = textwrap.dedent("""
         import sys
         from pathlib import Path
-        from slm4ie_assets.extractors.base import ExtractContext, InputFile
+        from slm4ie_assets.extractors.extract_context import ExtractContext
+        from slm4ie_assets.extractors.input_file import InputFile
         from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
         path = Path(sys.argv[1])
         n = sum(1 for _ in MacocuExtractor().extract(InputFile(path, path.name), ExtractContext("m", path.parent)))

@@ -26,8 +26,10 @@ from datasets import Dataset, DatasetDict, Features, Sequence, Value  # noqa: E4
 
 from slm4ie_assets.catalog import load_catalog  # noqa: E402
 from slm4ie_assets.extractors.arrow_dir import load_folder, plan_row_cuts  # noqa: E402
-from slm4ie_assets.extractors.base import DropLedger, ExtractContext, FileRange, InputFile, RangeCounts  # noqa: E402
+from slm4ie_assets.extractors.drop_ledger import DropLedger  # noqa: E402
+from slm4ie_assets.extractors.extract_context import ExtractContext, RangeCounts  # noqa: E402
 from slm4ie_assets.extractors.huggingface import HuggingfaceExtractor, RowSplitter  # noqa: E402
+from slm4ie_assets.extractors.input_file import FileRange, InputFile  # noqa: E402
 from slm4ie_assets.part_writer import count_range  # noqa: E402
 from slm4ie_assets.pipeline import extract_dataset  # noqa: E402
 

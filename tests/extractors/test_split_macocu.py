@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slm4ie_assets.extractors.base import InputFile, RangeCounts
+from slm4ie_assets.extractors.extract_context import RangeCounts
+from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.macocu.doc_cuts import plan_doc_cuts
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
 from slm4ie_assets.extractors.macocu.ranges import RangeState

@@ -12,7 +12,10 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.extractors.base import DropLedger, ExtractContext, InputFile, discover
+from slm4ie_assets.extractors.discovery import discover
+from slm4ie_assets.extractors.drop_ledger import DropLedger
+from slm4ie_assets.extractors.extract_context import ExtractContext
+from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.tei import streaming
 from slm4ie_assets.extractors.tei.annotated import AnnotatedPass
 from slm4ie_assets.extractors.tei.extractor import TeiExtractor

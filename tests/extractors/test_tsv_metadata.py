@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from slm4ie_assets.extractors.base import ExtractorError, InputFile
+from slm4ie_assets.extractors.base import ExtractorError
+from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.tsv_metadata import TsvConfig, TsvMetadata, parse_tsv_config
 
 WHERE = "datasets.oss.metadata"

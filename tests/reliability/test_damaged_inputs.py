@@ -31,7 +31,9 @@ from support.files import write_config, write_files
 _TRUNCATE_WHILE_READING = r"""
 import json, os, sys
 from pathlib import Path
-from slm4ie_assets.extractors.base import DropLedger, ExtractContext, InputFile
+from slm4ie_assets.extractors.drop_ledger import DropLedger
+from slm4ie_assets.extractors.extract_context import ExtractContext
+from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.huggingface import HuggingfaceExtractor
 
 config, arrow = Path(sys.argv[1]), Path(sys.argv[2])

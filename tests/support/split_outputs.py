@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slm4ie_assets.catalog import DatasetSpec, load_catalog
-from slm4ie_assets.extractors.base import DropLedger, ExtractContext, InputFile, RangeCounts
+from slm4ie_assets.extractors.drop_ledger import DropLedger
+from slm4ie_assets.extractors.extract_context import ExtractContext, RangeCounts
+from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.macocu.doc_cuts import plan_doc_cuts
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
 from slm4ie_assets.part_writer import count_range

@@ -25,8 +25,8 @@ from typing import BinaryIO
 
 from lxml import etree
 
-from ..base import InputFile
 from ..cuts import WINDOW, walk_nominal_cuts, windows
+from ..input_file import InputFile
 from ..reading import read_raw
 from ..splitting import Splitter
 from ..xml.events import FeedEvents

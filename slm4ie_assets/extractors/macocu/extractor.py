@@ -22,7 +22,9 @@ bytes of one pass: documents, ids, drops, warnings and their lines, the per-file
 from collections.abc import Iterator
 
 from ...schema import Document
-from ..base import ExtractContext, Extractor, InputFile
+from ..base import Extractor
+from ..extract_context import ExtractContext
+from ..input_file import InputFile
 from ..xml.retry import extract_with_retry
 from .doc_cuts import DocSplitter
 from .doc_pass import MacocuPass

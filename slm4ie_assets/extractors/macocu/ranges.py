@@ -34,7 +34,8 @@ from typing import BinaryIO
 from lxml import etree
 
 from ...schema import Document
-from ..base import ExtractContext, InputFile
+from ..extract_context import ExtractContext
+from ..input_file import InputFile
 from ..xml.errors import first_error, is_resource_limit
 from ..xml.retry import Drop, Retrying, StreamingPass
 from .doc_cuts import Prolog, read_prolog

@@ -22,7 +22,8 @@ entity is ever expanded, so an external entity (XXE) is never read.
 from collections.abc import Iterator
 
 from ...schema import Document
-from ..base import ExtractContext, InputFile
+from ..extract_context import ExtractContext
+from ..input_file import InputFile
 from ..tsv_metadata import TsvSidecarExtractor
 from ..xml.retry import extract_with_retry
 from .annotated import AnnotatedPass

@@ -25,7 +25,8 @@ from typing import Protocol
 from lxml import etree
 
 from ...schema import Document
-from ..base import ExtractContext, InputFile
+from ..extract_context import ExtractContext
+from ..input_file import InputFile
 from .errors import first_error, is_resource_limit, reason_for
 from .events import Span, next_careful
 
