@@ -5,8 +5,8 @@ Why it looks like this:
 - Extraction runs in pool workers (or in the calling process with one worker); only the calling
   process may log, because logging in a pool worker reaches only Dagster's raw compute logs
   (DAGSTER_NOTES 5). So workers publish two numbers per shard (documents written, input bytes read)
-  into a shared array indexed by the shard's task number, and a timer thread in the calling process
-  sums them with the finished parts and calls the run's `log` (the Dagster context logger).
+  into `ShardCounters` shared with the calling process, and a timer thread there sums them with the
+  finished parts and calls the run's `log` (the Dagster context logger).
 - Bytes read inside a file are sampled, not reported: a thread in each worker reads the read offset
   of the shard's current input file from `/proc/self/fdinfo` (Linux), where Python file objects and
   libxml2 alike show up, so no extractor has to count anything. Elsewhere (or for inputs read
@@ -15,6 +15,7 @@ Why it looks like this:
   the parse) shows the furthest offset reached. A range of a split file counts from its start.
 """
 
+import multiprocessing
 import os
 import threading
 import time
@@ -33,7 +34,6 @@ INTERVAL_ENV = "SLM4IE_PROGRESS_SECONDS"
 DEFAULT_INTERVAL = 10.0
 MIN_INTERVAL = 0.01
 Log = Callable[[str], None]
-Counters = MutableSequence[int]  # per task: [documents, input bytes read]
 _FD_DIR = "/proc/self/fd"
 
 
@@ -50,6 +50,38 @@ def progress_interval(setting: float | None = None) -> float:
     if not setting >= MIN_INTERVAL:  # also refuses NaN
         raise ValueError(f"the progress interval must be at least {MIN_INTERVAL} s, got {setting}")
     return float(setting)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardCounters:
+    """Per task of one `extract_parts` call, the documents written and the input bytes read so far:
+    written where the task runs, read by the calling process (its progress lines, its stall watch).
+    Pool workers share one array with it (`shared=True`, reaching them through the pool's
+    initializer); one worker extracting in the calling process needs only a list."""
+
+    slots: MutableSequence[int]  # two per task, in task order: documents, then input bytes read
+
+    @classmethod
+    def for_tasks(cls, tasks: int, shared: bool) -> "ShardCounters":
+        return cls(multiprocessing.RawArray("q", 2 * tasks) if shared else [0] * (2 * tasks))
+
+    def docs(self, task: int) -> int:
+        return self.slots[2 * task]
+
+    def bytes_read(self, task: int) -> int:
+        return self.slots[2 * task + 1]
+
+    def numbers(self, task: int) -> tuple[int, int]:
+        """Documents and bytes read together: what a stall watch compares from one look to the next."""
+        return self.slots[2 * task], self.slots[2 * task + 1]
+
+    def set_docs(self, task: int, docs: int) -> None:
+        self.slots[2 * task] = docs
+
+    def raise_bytes_read(self, task: int, read: int) -> None:
+        """Bytes read never go back (a pass that reads a file twice shows the furthest offset)."""
+        if read > self.slots[2 * task + 1]:
+            self.slots[2 * task + 1] = read
 
 
 # ----------------------------------------------------------------------------- worker side
@@ -116,7 +148,7 @@ class ShardReporter:
     """Publishes, for the shard this process extracts, documents (from the part writer's hook) and
     input bytes read (sampled every `period` s by a daemon thread) into `counters`."""
 
-    def __init__(self, counters: Counters, period: float):
+    def __init__(self, counters: ShardCounters, period: float):
         self._counters, self._period = counters, period
         self._tracked: _Tracked | None = None
         self._stop = threading.Event()
@@ -126,10 +158,10 @@ class ShardReporter:
     def track(self, task: int, shard: Shard) -> Iterator[Callable[[int, int, int], None]]:
         """The part writer's progress hook for `shard`, while it is extracted."""
         tracked = _Tracked(task, shard)
-        counters, slot = self._counters, 2 * task
+        set_docs = self._counters.set_docs
 
         def hook(docs: int, text_bytes: int, files_done: int) -> None:
-            counters[slot] = docs
+            set_docs(task, docs)
             tracked.files_done = files_done
 
         self._tracked = tracked
@@ -145,32 +177,12 @@ class ShardReporter:
         while not self._stop.wait(self._period):
             tracked = self._tracked
             if tracked is not None:
-                slot = 2 * tracked.task + 1
-                self._counters[slot] = max(self._counters[slot], tracked.bytes_read())
+                self._counters.raise_bytes_read(tracked.task, tracked.bytes_read())
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-
-
-_POOL_REPORTER: ShardReporter | None = None
-
-
-def init_pool_worker(counters: Counters, period: float) -> None:
-    """ProcessPoolExecutor initializer: the shared counters reach a pool worker only this way."""
-    global _POOL_REPORTER
-    _POOL_REPORTER = ShardReporter(counters, period)
-
-
-@contextmanager
-def pool_worker_hook(task: int, shard: Shard) -> Iterator[Callable[[int, int, int], None] | None]:
-    """In a pool worker: the hook for `shard` (None in a pool started without progress)."""
-    if _POOL_REPORTER is None:
-        yield None
-        return
-    with _POOL_REPORTER.track(task, shard) as hook:
-        yield hook
 
 
 def sampling_period(interval: float) -> float:
@@ -193,10 +205,6 @@ class ProgressLine:
     read_bytes: int
     total_bytes: int
     seconds: float
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.read_bytes / 1e6 / max(self.seconds, 1e-6)
 
     def eta(self) -> str:
         if self.read_bytes <= 0:
@@ -225,7 +233,7 @@ class ProgressBoard:
     """The calling process's view of one `extract_parts` call: finished parts plus the live
     counters of running shards, logged every `interval` s by a timer thread and once at the end."""
 
-    def __init__(self, dataset: str, shards: Sequence[Shard], counters: Counters, interval: float, log: Log):
+    def __init__(self, dataset: str, shards: Sequence[Shard], counters: ShardCounters, interval: float, log: Log):
         self._dataset, self._shards, self._counters = dataset, shards, counters
         self._interval, self._log = interval, log
         self._total = sum(s.size for s in shards)
@@ -264,8 +272,8 @@ class ProgressBoard:
         read = sum(self._shards[t].size for t in done)
         for task, shard in enumerate(self._shards):
             if task not in done:
-                docs += self._counters[2 * task]
-                read += min(self._counters[2 * task + 1], shard.size)
+                docs += self._counters.docs(task)
+                read += min(self._counters.bytes_read(task), shard.size)
         read = self._shown = max(self._shown, min(read, self._total))
         return ProgressLine(self._dataset, len(done), len(self._shards), docs, read, self._total,
                             time.monotonic() - self._started)

@@ -2,25 +2,27 @@
 
 Without this a run waits for ever and its progress lines repeat the same numbers with a growing
 ETA. The calling process already sees, per shard, the documents written and the input bytes read
-(progress.py's shared counters); each worker also writes its pid into a shared slot when it starts
-a shard. While it waits for the pool, the calling process looks every second: a shard in flight
-whose two numbers have not moved for `stall_seconds` is logged once, naming the shard and the
-worker's pid; with `stall_timeout_seconds` set, one that has not moved for that long fails the run
-with `WorkerStalled` naming them, after the pool's workers are killed (a stopped or blocked
-process, even an idle one, would otherwise keep the pool, and so the run, from ending). A killed worker's
-locks go with it; its unfinished part is only `.partial` files, which the next run removes.
+(progress.py's `ShardCounters`); each worker also writes its pid into the shard's slot of
+`TaskPids` when it starts the shard. While it waits for the pool, the calling process looks every
+second: a shard in flight whose two numbers have not moved for `stall_seconds` is logged once,
+naming the shard and the worker's pid; with `stall_timeout_seconds` set, one that has not moved for
+that long fails the run with `WorkerStalled` naming them, after the pool's workers are killed (a
+stopped or blocked process, even an idle one, would otherwise keep the pool, and so the run, from
+ending). A killed worker's locks go with it; its unfinished part is only `.partial` files, which
+the next run removes.
 
 With one worker the shard is extracted in the calling process, which cannot be watched this way
 from inside (a blocked read blocks the watcher's own process too); only pool workers are watched.
 """
 
+import multiprocessing
 import os
 import signal
 import time
 from collections.abc import Callable, Iterable, MutableSequence, Sequence
 from dataclasses import dataclass
 
-from .progress import Counters, init_pool_worker
+from .progress import ShardCounters
 from .shards import Shard
 
 Log = Callable[[str], None]
@@ -39,26 +41,38 @@ class WorkerStalled(RuntimeError):
     """A pool worker made no progress on its shard for `stall_timeout_seconds`; it was killed."""
 
 
-_PIDS: MutableSequence[int] | None = None  # in a pool worker: one slot per task
+@dataclass(frozen=True, slots=True)
+class TaskPids:
+    """Per task, the pid of the pool worker that runs it (0: none yet, or done), shared between the
+    workers and the calling process, which names (and may kill) the worker holding a task: the stall
+    watch per shard, worker_pool.TaskPool per task slot. Shared arrays reach a pool worker only
+    through the pool's initializer (pool_worker.start_worker)."""
 
+    slots: MutableSequence[int]
 
-def init_watched_worker(counters: Counters, period: float, pids: MutableSequence[int]) -> None:
-    """Pool initializer: progress counters as before, plus the pid slots of the stall watch."""
-    global _PIDS
-    init_pool_worker(counters, period)
-    _PIDS = pids
+    @classmethod
+    def shared(cls, tasks: int) -> "TaskPids":
+        return cls(multiprocessing.RawArray("q", tasks))
 
+    def mark_started(self, task: int) -> None:
+        """In a pool worker, as it starts `task`."""
+        self.slots[task] = os.getpid()
 
-def mark_started(task: int) -> None:
-    """In a pool worker, as it starts `task`: its pid, for the watch to name (and kill)."""
-    if _PIDS is not None:
-        _PIDS[task] = os.getpid()
+    def mark_done(self, task: int) -> None:
+        self.slots[task] = 0
+
+    def pid(self, task: int) -> int:
+        return self.slots[task]
+
+    def workers(self) -> set[int]:
+        """Every worker that has started a task (and not cleared it)."""
+        return {pid for pid in self.slots if pid > 0}
 
 
 class StallWatch:
     """The calling process's check of the shards in flight; `check` is called while it waits."""
 
-    def __init__(self, dataset: str, shards: Sequence[Shard], counters: Counters, pids: Sequence[int],
+    def __init__(self, dataset: str, shards: Sequence[Shard], counters: ShardCounters, pids: TaskPids,
                  limits: StallLimits, log: Log | None):
         self._dataset, self._shards, self._counters, self._pids = dataset, shards, counters, pids
         self._limits, self._log = limits, log
@@ -70,9 +84,9 @@ class StallWatch:
         now = time.monotonic() if now is None else now
         flying = [t for t in in_flight if t >= 0]
         for task in flying:
-            numbers = (self._counters[2 * task], self._counters[2 * task + 1])
+            numbers = self._counters.numbers(task)
             seen = self._seen.get(task)
-            if seen is None or seen[0] != numbers or self._pids[task] <= 0:  # moved, or not started yet
+            if seen is None or seen[0] != numbers or self._pids.pid(task) <= 0:  # moved, or not started yet
                 self._seen[task] = (numbers, now)
                 self._reported.discard(task)
                 continue
@@ -81,13 +95,13 @@ class StallWatch:
             del self._seen[task]
 
     def _judge(self, task: int, quiet: float) -> None:
-        pid = self._pids[task]
+        pid = self._pids.pid(task)
         fail = self._limits.fail_seconds
         if fail > 0 and quiet >= fail:
             # every worker of this pool goes (each wrote its pid here on its first shard): the pool
             # cannot shut down while one is stopped or blocked, even an idle one, and a killed part
             # writer leaves only `.partial` files (crash-safe by design)
-            for worker in sorted({pid for pid in self._pids if pid > 0}, key=lambda p: p != pid):
+            for worker in sorted(self._pids.workers(), key=lambda p: p != pid):
                 try:
                     os.kill(worker, signal.SIGKILL)
                 except OSError:

@@ -108,12 +108,13 @@ def test_start_early_is_idempotent_in_a_process():
     assert out.returncode == 0, out.stderr
 
 
-_ASK = "__import__('slm4ie_assets.part_writer', fromlist=['_']).__dict__['_TEXT_WRITER_THREAD']"
+_ASK = "__import__('slm4ie_assets.worker_context', fromlist=['_']).current().text_writer_thread"
 
 
 @pytest.mark.parametrize("spare_core", [True, False])
 def test_a_pool_that_fills_the_machine_writes_text_without_a_helper_thread(tmp_path, monkeypatch, spare_core):
-    """pool_worker.start_worker: the text writer's thread only while the pool leaves a core spare."""
+    """pool_worker.start_worker: the worker context keeps the text writer's thread only while the
+    pool leaves a core spare."""
     from slm4ie_assets import worker_pool
     from slm4ie_assets.catalog import load_catalog
 
@@ -129,3 +130,38 @@ def test_a_pool_that_fills_the_machine_writes_text_without_a_helper_thread(tmp_p
         assert pool.submit(eval, _ASK).result(timeout=60) is spare_core
     finally:
         pool.shutdown()
+
+
+def test_a_worker_context_keeps_one_extractor_per_dataset(tmp_path):
+    """worker_context.WorkerContext.extractor: a worker's next task of the same dataset reuses the
+    prepared extractor; a task of another dataset gets its own, and the first is not kept."""
+    from slm4ie_assets.catalog import load_catalog
+    from slm4ie_assets.worker_context import WorkerContext
+
+    config = tmp_path / "extract.yaml"
+    for name in ("a", "b"):
+        (tmp_path / "raw" / name).mkdir(parents=True)
+    config.write_text(f"input_dir: {tmp_path / 'raw'}\noutput_dir: {tmp_path / 'out'}\ndatasets:\n"
+                      "  a:\n    extractor: text\n    domain: web\n  b:\n    extractor: text\n    domain: web\n")
+    catalog = load_catalog(config)
+    context = WorkerContext.in_process(None, 1.0)
+    first = context.extractor(catalog.dataset("a"))
+    assert context.extractor(catalog.dataset("a")) is first
+    other = context.extractor(catalog.dataset("b"))
+    assert other is not first and context.extractor(catalog.dataset("b")) is other
+    assert context.extractor(catalog.dataset("a")) is not first
+    with context.track(0, None) as hook:  # no counters: nobody follows the shard (none needed)
+        assert hook is None
+    assert context.text_writer_thread is True
+
+
+def test_shard_counters_read_back_what_a_task_wrote_and_bytes_read_never_go_back():
+    from slm4ie_assets.progress import ShardCounters
+
+    for shared in (True, False):
+        counters = ShardCounters.for_tasks(3, shared=shared)
+        counters.set_docs(1, 5)
+        counters.raise_bytes_read(1, 100)
+        counters.raise_bytes_read(1, 40)  # an earlier offset sampled late: kept at the furthest
+        assert counters.numbers(1) == (5, 100) and counters.numbers(0) == counters.numbers(2) == (0, 0)
+        assert (counters.docs(1), counters.bytes_read(1)) == (5, 100)
