@@ -15,7 +15,8 @@ from ..schema import Document
 from .base import Extractor
 from .extract_context import ExtractContext
 from .input_file import InputFile
-from .json_objects import LineSplitter, json_objects
+from .json_objects import json_objects
+from .line_splitter import LineSplitter
 from .records import probe_id
 
 log = logging.getLogger(__name__)

@@ -420,6 +420,8 @@ class NewdocSplitter(ByteSplitter):
     """Cuts at a newdoc block (`_NEWDOC_BLOCK`), looking forward however far: a file without one
     stays whole, and the tail after the last one merges into the range before."""
 
+    cut_rule = "at a `# newdoc` line (S5) that opens a block, i.e. follows a blank line of spaces/tabs (D11)"
+
     speculative = True  # its records carry their own ids; a fallback id, drop or repair stops it
 
     search_limit = None

@@ -147,6 +147,8 @@ class RowSplitter(Splitter):
     """Ranges of rows: cuts are indices into the config's rows in `load_from_disk` order."""
 
     unit = "rows"
+    cut_rule = ("at a row: row indices into the config's rows, its hf splits in `load_from_disk` order "
+                "(ADDENDUM 4.5) as one sequence")
 
     def plan(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
         """Row cuts from the memory-mapped batch headers (no row is read); a config only `datasets`

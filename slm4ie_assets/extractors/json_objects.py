@@ -10,13 +10,13 @@ from typing import BinaryIO
 from .extract_context import ExtractContext
 from .input_file import InputFile
 from .records import loads
-from .splitting import ByteSplitter
 
 _BOM = b"\xef\xbb\xbf"
 
 
 def _range_lines(fh: BinaryIO, file: InputFile) -> Iterator[bytes]:
-    """The `\\n`-ended lines of the file, or of its range (which starts and ends after a `\\n`)."""
+    """The `\\n`-ended lines of the file, or of its range (which starts and ends after a `\\n`: the
+    cut rule of `line_splitter.LineSplitter` mirrors this reader)."""
     assert file.range is not None
     fh.seek(file.range.start)
     end = file.range.end
@@ -29,17 +29,6 @@ def _range_lines(fh: BinaryIO, file: InputFile) -> Iterator[bytes]:
         left -= len(raw)
         if left <= 0:
             return
-
-
-class LineSplitter(ByteSplitter):
-    """Cuts a JSON-lines file right after a `\\n`: `_range_lines` reads `\\n`-ended byte lines, so a
-    lone-`\\r` file is not cut (docs/splitting.md)."""
-
-    speculative = True  # its records carry their own ids; a fallback id, drop or repair stops it
-
-    def cut_in(self, data: bytes, not_before: int, at_eof: bool) -> int | None:
-        nl = data.find(b"\n", max(0, not_before - 1))
-        return nl + 1 if nl >= 0 else None
 
 
 def physical_lines(fh: BinaryIO, file: InputFile) -> Iterator[tuple[int, bytes]]:

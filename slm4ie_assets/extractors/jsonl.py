@@ -10,7 +10,8 @@ from ..type_names import a_type_name
 from .base import Extractor
 from .extract_context import ExtractContext
 from .input_file import InputFile
-from .json_objects import LineSplitter, json_objects
+from .json_objects import json_objects
+from .line_splitter import LineSplitter
 from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, parse_field_mapping, probe_id
 
 _item = dict.__getitem__  # raises TypeError for a token that is not an object

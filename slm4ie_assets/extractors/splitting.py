@@ -23,6 +23,8 @@ class Splitter:
 
     carry: type[Carry] | None = None
     unit: ClassVar[Literal["bytes", "rows"]] = "bytes"  # what the cuts count
+    # where a range starts, in words: docs/splitting.md's table of formats (a test holds the two together)
+    cut_rule: ClassVar[str] = ""
     # the format's documents and ids never depend on the ranges before, but through fallback ids,
     # drops and repairs: a range may be extracted before their counts are known (docs/splitting.md)
     speculative: ClassVar[bool] = False

@@ -273,6 +273,9 @@ def _leading_blank_lines(block: str) -> int:
 class BlankLineSplitter(ByteSplitter):
     """Cuts right after a whitespace-only line that follows a line end (`_BLANK_LINE`)."""
 
+    cut_rule = ("right after a whitespace-only line (D9, S4: any `str.isspace` character, NBSP and U+2028 "
+                "included) that follows a line end; `text.SPACES` lists them (a test holds it to Python's)")
+
     unchecked_count = True  # the UTF-8 check is two thirds of `count_blocks`
 
     def cut_in(self, data: bytes, not_before: int, at_eof: bool) -> int | None:

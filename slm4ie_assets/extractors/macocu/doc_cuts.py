@@ -113,6 +113,8 @@ def _first_event(data: bytes, options: dict):
 class DocSplitter(Splitter):
     """Cuts at top-level `<doc>` elements (`plan_doc_cuts`); its ranges hand on a `RangeState`."""
 
+    cut_rule = "at a `<doc` (then whitespace, `>` or `/`) that follows a `</doc>` and whitespace"
+
     def plan(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
         return plan_doc_cuts(file.path, size, split_bytes)
 
