@@ -1,88 +1,32 @@
 """Expected errors end a Dagster run with one clear message; anything else keeps its traceback.
 
-A missing raw folder, a strict dataset with skipped items, a lock that cannot be taken, a full disk
-or a refused archive is the user's to fix, and the exception already names the dataset and the
-path. Dagster would print it wrapped in its own error with the chained stack of our frames, twice
-(step and run failure). Raised as a `Failure` without a chained cause, the CLI and the UI's error
-view show the message plus what to do; the stack Dagster still prints is its own executor frames
-and the one `raise` below (DAGSTER_NOTES 11). Every other exception is a bug and passes through
-untouched, traceback and all.
+Which errors are expected, and what the user does about each, is remedies.py: Dagster-free, so the
+plain CLI words them the same without loading Dagster. Dagster would print such an error wrapped in
+its own error with the chained stack of our frames, twice (step and run failure). Raised as a
+`Failure` without a chained cause, the CLI and the UI's error view show the message plus what to
+do; the stack Dagster still prints is its own executor frames and the one `raise` below
+(DAGSTER_NOTES 11). Every other exception is a bug and passes through untouched, traceback and all.
 """
 
 import functools
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
 from dagster import Failure, MetadataValue
 
+from .remedies import Remedy, remedy_for, with_remedy
+
 _Fn = TypeVar("_Fn", bound=Callable[..., Any])
-
-
-@dataclass(frozen=True, slots=True)
-class Remedy:
-    """What the user does about one kind of expected error; `retry_helps` feeds Dagster's retry policy."""
-
-    error: type[BaseException]
-    what_to_do: str  # empty when the error's own message already says it
-    retry_helps: bool = False
-
-
-@functools.cache
-def remedies() -> tuple[Remedy, ...]:
-    """The expected errors, by type (none derives from another; any other OSError is not here: it
-    is a bug). Imported on first use, so the code location does not load the archive codecs."""
-    from .archives.errors import ArchiveError, WriteFailure
-    from .extractors.base import ExtractorError
-    from .input_stamps import InputChanged
-    from .locks import TIMEOUT_ENV, LockFileError, LockTimeout
-    from .pipeline import MissingRawDir, StrictModeViolation
-    from .stalls import WorkerStalled
-    from .store import OutputWriteError, UnsafeOutputTree
-    from .worker_pool import WorkerDied
-
-    again = "then materialize again"
-    return (
-        Remedy(MissingRawDir, "create the folder with the dataset's input files (or correct `input_dir` in "
-                              f"extract.yaml), {again}"),
-        Remedy(StrictModeViolation, "nothing was published; fix or remove the skipped inputs (each is a warning "
-                                    "in this run's log) or set `strict: false` for the dataset in extract.yaml, "
-                                    f"{again}"),
-        Remedy(LockTimeout, "another run of this dataset still holds the lock: let it finish or terminate it "
-                            f"(the UI's Runs page), {again} ({TIMEOUT_ENV} sets how long a run waits, "
-                            "default 6 h)", retry_helps=True),
-        Remedy(LockFileError, ""),  # the message names the file and the command that removes it
-        Remedy(OutputWriteError, "free space (or raise the quota) where the output folder lives, "
-                                 f"{again}; the next run removes what this one left"),
-        Remedy(WriteFailure, f"free space where the raw folder lives (or make it writable), {again}"),
-        Remedy(ArchiveError, "replace or remove the archive named above (an archive with links, devices or "
-                             f"members outside its folder is never unpacked), {again}"),
-        Remedy(ExtractorError, f"fix the dataset's `metadata:` block in extract.yaml or the file it names, {again}"),
-        Remedy(InputChanged, "let whatever writes the file named above finish (write elsewhere, then move into "
-                             f"raw/), {again}; the published version is unchanged", retry_helps=True),
-        Remedy(UnsafeOutputTree, ""),  # the message names the path and the fix
-        Remedy(WorkerStalled, "look at the stuck worker named above (a hung network file system, a stopped "
-                              "process), or raise `stall_timeout_seconds` in extract.yaml if the shard is only "
-                              f"slow, {again}"),
-        Remedy(WorkerDied, ""),  # the message names the shard, its file, the signal and what to check
-    )
-
-
-def remedy_for(exc: BaseException) -> Remedy | None:
-    """The remedy of an expected error, None for anything else (a bug)."""
-    return next((r for r in remedies() if isinstance(exc, r.error)), None)
 
 
 def as_failure(exc: BaseException, remedy: Remedy) -> Failure:
     # an OSError made as cls(errno, message) would print "[Errno 28] message"
     text = exc.strerror if isinstance(exc, OSError) and exc.strerror and exc.filename is None else str(exc)
-    message = text.rstrip(". ")
-    description = f"{message}. What to do: {remedy.what_to_do}." if remedy.what_to_do else f"{message}."
     return Failure(
-        description=description,
+        description=with_remedy(text, remedy),
         metadata={"error": MetadataValue.text(type(exc).__name__)},
         allow_retries=remedy.retry_helps,
     )

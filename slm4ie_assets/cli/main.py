@@ -6,12 +6,13 @@ the commands are a handful of flags; a library would add a dependency and change
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..catalog import Catalog, CatalogError, DatasetSpec, load_catalog
 from ..pool_server import effective_workers, start_early
+from ..remedies import remedy_for, with_remedy
 from .config import choose_catalog
 from .select import parse_field, parse_regex, parse_where
+from .slices import parse_slice
 
 
 class UsageError(Exception):
@@ -23,21 +24,6 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise UsageError(f"{self.prog}: {message} (see {self.prog.split()[0]} --help)")
-
-
-@dataclass(frozen=True)
-class Slice:
-    """The I-th of N slices (1-based), as `--slice I/N` gives it."""
-
-    index: int
-    count: int
-
-
-def parse_slice(text: str) -> Slice:
-    i, sep, n = text.partition("/")
-    if not (sep and i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n)):
-        raise argparse.ArgumentTypeError(f"--slice wants I/N with 1 <= I <= N, not {text!r}")
-    return Slice(int(i), int(n))
 
 
 def positive(text: str) -> int:
@@ -169,14 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def expected_error_line(exc: Exception) -> str | None:
-    """The Dagster layer's wording for the same expected errors (user_errors.py), as one line."""
-    from ..user_errors import remedy_for
-
+    """An expected error worded as the Dagster layer words it (remedies.py), as one line; None for a bug."""
     remedy = remedy_for(exc)
-    if remedy is None:
-        return None
-    text = str(exc).rstrip(". ")
-    return f"{text}. What to do: {remedy.what_to_do}." if remedy.what_to_do else f"{text}."
+    return None if remedy is None else with_remedy(str(exc), remedy)
 
 
 if __name__ == "__main__":

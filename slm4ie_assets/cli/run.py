@@ -1,9 +1,8 @@
 """`slm4ie extract` and `slm4ie publish`: the plain-Python pipeline with progress on the terminal.
 
-A batch array job runs `extract KEY --slice I/N --no-publish` in N tasks, then `publish KEY` once.
-Slices are cut from the whole shard list (largest first, dealt round-robin), not from the stale
-list, so every shard belongs to exactly one slice however far the other tasks have got; each task
-then writes the stale shards of its slice under the shard locks, as `shards/<key>` runs do.
+A batch array job runs `extract KEY --slice I/N --no-publish` in N tasks, then `publish KEY` once;
+each task writes the stale shards of its slice (slices.py) under the shard locks, as `shards/<key>`
+runs do.
 With a Dagster instance configured, each command records what it did there (record.py).
 """
 
@@ -25,7 +24,7 @@ from ..pipeline import (
 from ..pool_server import effective_workers
 from ..shards import Shard
 from . import record
-from .main import Slice
+from .slices import Slice, slice_of
 
 PROGRESS_SECONDS = 5.0  # a terminal wants to see it move sooner than a run log
 
@@ -60,14 +59,6 @@ def extract(spec: DatasetSpec, catalog: Catalog, force: bool, workers: int | Non
 
 def _keys(shards: list[Shard]) -> set[str]:
     return {s.key for s in shards}
-
-
-def slice_of(shards: list[Shard], part: Slice) -> list[Shard]:
-    """The I-th of N slices: largest shards first, dealt round-robin, so slices carry similar bytes;
-    returned in shard order."""
-    by_size = sorted(range(len(shards)), key=lambda i: (-shards[i].size, shards[i].key))
-    mine = {i for rank, i in enumerate(by_size) if rank % part.count == part.index - 1}
-    return [s for i, s in enumerate(shards) if i in mine]
 
 
 def publish_when_current(spec: DatasetSpec, catalog: Catalog) -> int:

@@ -5,7 +5,7 @@ else says which slices are done. This lists every shard as `extract` plans it no
 only; archives not yet unpacked are not looked into, and nothing is written): `current` (its
 part matches the raw files and extract.yaml), `stale` (a part exists, from other inputs or
 settings, or damaged) or `missing` (no part). With `--slices N` each shard names the slice
-`--slice I/N` gives it (run.slice_of, the same rule), and each slice gets a line: done, or how many
+`--slice I/N` gives it (slices.slice_of, the same rule), and each slice gets a line: done, or how many
 of its shards still need `slm4ie extract KEY --slice I/N --no-publish`. Exit status 0.
 """
 
@@ -17,8 +17,8 @@ from ..pipeline import plan_dataset
 from ..pool_server import effective_workers
 from ..shards import Shard
 from ..store import DatasetStore
-from .main import Slice
-from .run import say, slice_of
+from .run import say
+from .slices import Slice, slice_of
 
 
 @dataclass(frozen=True)
