@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from .gzipio import GzipMemberWriter, start_writeback
-from .offset_copy import CopyJob, copy_all_at
+from .offset_copy import CopyJob, append_file, copy_all_at
 from .part_meta import PartMeta
 from .pipeline_clock import StageClock
 from .shards import Shard
@@ -30,9 +30,6 @@ from .sidecar_units import MemberFeed, Source, is_split, publish_units, sidecar_
 from .store import DatasetStore, PartPaths
 
 _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EACCES}
-_HAS_COPY_RANGE = hasattr(os, "copy_file_range")
-_NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
-_COPY_CHUNK = 1 << 22
 FileStamp = tuple[int, int, int, int] | None  # (inode, size, mtime_ns, ctime_ns); None: no file
 
 
@@ -58,7 +55,7 @@ def assemble(path: Path, sources: list[Source]) -> None:
 
 def append_source(out: BinaryIO, src: Source) -> None:
     if isinstance(src, Path):
-        copy_into(src, out)
+        append_file(src, out)
         start_writeback(out.fileno())
     else:
         writer = GzipMemberWriter(out, threaded=False)
@@ -69,29 +66,6 @@ def append_source(out: BinaryIO, src: Source) -> None:
 
 def create_0644(path: str, flags: int) -> int:
     return os.open(path, flags, 0o644)
-
-
-def copy_into(src: Path, out: BinaryIO) -> None:
-    """Append a whole file to `out`, in the kernel where it can (copy_file_range: no trip through
-    user space, and a reflink on file systems that share extents)."""
-    out.flush()  # what was written through `out` goes first
-    out_fd = out.fileno()
-    with open(src, "rb", buffering=0) as fh:
-        remaining = os.fstat(fh.fileno()).st_size
-        in_fd = fh.fileno()
-        while remaining > 0:
-            try:
-                n = os.copy_file_range(in_fd, out_fd, remaining) if _HAS_COPY_RANGE else 0
-            except OSError as exc:
-                if exc.errno not in _NO_COPY_RANGE:
-                    raise
-                n = 0
-            if n == 0:  # not supported here (or the file shrank): finish with plain reads and writes
-                while chunk := fh.read(_COPY_CHUNK):
-                    out.write(chunk)
-                out.flush()
-                return
-            remaining -= n
 
 
 def _file_stamp(path: Path) -> FileStamp:
@@ -187,7 +161,7 @@ class VersionStager:
         before and after the copy; a replaced part stops the staging here."""
         paths = self.store.part_paths(self.shards[i].key)
         stamp = part_stamp(paths, meta)
-        copy_into(paths.text, self._text)
+        append_file(paths.text, self._text)
         start_writeback(self._text.fileno())
         if checked and part_stamp(paths, meta) != stamp:
             raise _Replaced(i)

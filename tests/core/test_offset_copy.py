@@ -1,12 +1,13 @@
 """offset_copy: the parts left at a publish are copied side by side, each at its offset, into the
-same bytes as appending them one after another."""
+same bytes as appending them one after another; appended one by one, between bytes written through
+the same file object, they land in order too."""
 
 import os
 
 import pytest
 
 from slm4ie_assets import offset_copy
-from slm4ie_assets.offset_copy import CopyJob, copy_all_at
+from slm4ie_assets.offset_copy import CopyJob, append_file, copy_all_at
 
 
 def _parts(tmp_path, sizes):
@@ -45,3 +46,16 @@ def test_a_part_shorter_than_its_stamp_is_an_error_naming_it(tmp_path):
             copy_all_at([CopyJob(path, 0, 200)], fd)
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_appended_files_land_between_what_is_written_around_them(tmp_path, monkeypatch, kernel_copy):
+    monkeypatch.setattr(offset_copy, "_HAS_COPY_RANGE", kernel_copy and offset_copy._HAS_COPY_RANGE)
+    paths = _parts(tmp_path, [3, 0, 5_000_000, 4096])
+    with open(tmp_path / "out", "xb") as out:
+        out.write(b"head\n")  # still in the writer's buffer when the first file is appended
+        for p in paths:
+            append_file(p, out)
+            out.write(b"|")
+        assert out.tell() == 5 + sum(p.stat().st_size + 1 for p in paths)
+    assert (tmp_path / "out").read_bytes() == b"head\n" + b"".join(p.read_bytes() + b"|" for p in paths)
