@@ -8,13 +8,12 @@ dataset lock once (never a second time through another descriptor: on NFS flock 
 per-process POSIX locks, and releasing the inner one would drop the outer one).
 """
 
-import os
 from contextlib import ExitStack
 from dataclasses import dataclass
 
 from .catalog import DatasetSpec
 from .extractors.base import Extractor
-from .extractors.extract_context import FILE_START, NeedsBefore, RangeCounts
+from .extractors.extract_context import AT_FILE_START, NeedsBefore, RangeCounts, RangeStart
 from .locks import Log, dataset_lock, shard_lock
 from .part_meta import PartMeta
 from .part_writer import Progress, write_part_counted
@@ -30,16 +29,14 @@ class PartOutcome:
     waited_for: str  # the holder of the shard lock this run waited for ("" when it was free)
     counts: RangeCounts | None = None  # what the part adds to its split file's counts (docs/splitting.md)
     needs_before: bool = False  # a speculative attempt stopped: extract it again once `before` is known
-    pending: bool = False  # written from assumed counts: its meta waits for `settle_pending`
 
 
 def write_part_locked(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore, force: bool,
                       progress: Progress | None = None, log: Log | None = None,
-                      before: RangeCounts | None = FILE_START, pending: bool = False) -> PartOutcome:
+                      start: RangeStart = AT_FILE_START, text_thread: bool = True) -> PartOutcome:
     """Write `shard`'s part under its shard lock, or leave it when it became current while this run
     waited. The calling process already holds the dataset lock shared (`pipeline.extract_parts`).
-    `before` None: speculatively; an attempt that needs it leaves no file (`needs_before`).
-    `pending`: `before` holds assumed counts; the meta waits (`settle_pending`)."""
+    A speculative attempt that needs the counts before it leaves no file (`needs_before`)."""
     with ExitStack() as held:
         try:
             waited_for = held.enter_context(shard_lock(store.shard_lock(shard.key), spec.key, shard.key, log=log))
@@ -48,45 +45,19 @@ def write_part_locked(spec: DatasetSpec, extractor: Extractor, shard: Shard, sto
         if not force and store.part_is_current(shard):
             return PartOutcome(None, waited_for)
         try:
-            meta, counts = write_part_counted(spec, extractor, shard, store, progress, before, pending)
+            meta, counts = write_part_counted(spec, extractor, shard, store, progress, start, text_thread)
         except NeedsBefore:
             return PartOutcome(None, waited_for, needs_before=True)
-        return PartOutcome(meta, waited_for, counts, pending=pending)
+        return PartOutcome(meta, waited_for, counts)
 
 
 def write_part_in_worker(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
                          force: bool, progress: Progress | None = None,
-                         before: RangeCounts | None = FILE_START, pending: bool = False) -> PartOutcome:
+                         start: RangeStart = AT_FILE_START, text_thread: bool = True) -> PartOutcome:
     """A pool worker is a process of its own: it takes the dataset lock shared itself, so even if it
     outlives a killed parent no publish, unpack or clean-up starts before its part is done."""
     with dataset_lock(store.lock, spec.key, shared=True):
-        return write_part_locked(spec, extractor, shard, store, force, progress, before=before, pending=pending)
-
-
-def settle_pending(spec: DatasetSpec, store: DatasetStore, shard: Shard, outcome: PartOutcome, proven: bool,
-                   log: Log | None = None) -> PartOutcome:
-    """A part written from assumed counts (docs/splitting.md, "Assumed counts"), once they are
-    proven right (`proven`: its pending meta becomes its meta, committing it) or wrong (the
-    pending meta is removed: the part stays uncommitted until extracted again). Under the shard
-    lock, and only while the pending meta is still the one this run wrote: another run may have
-    written the part since, and then its own meta stands (the outcome's meta is None)."""
-    assert outcome.meta is not None and outcome.pending
-    pending = store.pending_meta(shard.key)
-    with shard_lock(store.shard_lock(shard.key), spec.key, shard.key, log=log):
-        try:
-            ours = pending.read_bytes() == outcome.meta.to_json()
-        except FileNotFoundError:
-            ours = False
-        try:
-            if ours and proven:
-                os.replace(pending, store.part_paths(shard.key).meta)
-            elif ours:
-                pending.unlink()
-        except OSError as exc:
-            raise OutputWriteError.of(spec, store.parts, exc) from exc
-    if not ours:
-        return PartOutcome(None, outcome.waited_for, outcome.counts)
-    return PartOutcome(outcome.meta, outcome.waited_for, outcome.counts)
+        return write_part_locked(spec, extractor, shard, store, force, progress, None, start, text_thread)
 
 
 def outcome_message(spec: DatasetSpec, shard: Shard, outcome: PartOutcome, force: bool) -> str:

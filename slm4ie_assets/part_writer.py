@@ -16,12 +16,18 @@ from typing import Protocol
 
 from xxhash import xxh3_64_intdigest
 
-from .assumed_counts import RangeCount
 from .catalog import FORMAT_VERSION, DatasetSpec
 from .document_encoder import Drop, encode_document
 from .extractors.base import Extractor
 from .extractors.drop_ledger import DropLedger
-from .extractors.extract_context import FILE_START, ExtractContext, NeedsBefore, RangeCounts
+from .extractors.extract_context import (
+    AT_FILE_START,
+    COUNTING,
+    ExtractContext,
+    NeedsBefore,
+    RangeCounts,
+    RangeStart,
+)
 from .extractors.input_file import InputFile, is_input_error
 from .gzipio import LEVEL, RANGE_PART_LEVEL, ChunkWriter, fsync_file
 from .input_stamps import (
@@ -38,22 +44,11 @@ from .part_meta import PartMeta
 from .schema import Document
 from .shards import Shard
 from .sidecar_writer import SidecarWriter
-from .store import DatasetStore, OutputWriteError, partial, write_atomic, write_durable
+from .store import DatasetStore, OutputWriteError, partial, write_atomic
 
 Progress = Callable[[int, int, int], None]  # (documents, text bytes, input files finished) so far in this part
 _UID_FLUSH = 1 << 16
 _PROGRESS_EVERY = 1000  # documents between hook calls; the hook also runs after each file
-# Whether a part's text is written on a helper thread (gzipio.ChunkWriter): worth it only when the
-# process has a core to itself and a spare one beside it. A pool that fills the machine sets it off
-# in each worker (`use_text_writer_thread`, from pool_worker.start_worker): there the thread's
-# hand-offs cost more than the overlap saves (docs/splitting.md, "Fixed costs"). Same bytes either way.
-_TEXT_WRITER_THREAD = True
-
-
-def use_text_writer_thread(on: bool) -> None:
-    """Set for this process (a pool worker, once, in its initializer)."""
-    global _TEXT_WRITER_THREAD
-    _TEXT_WRITER_THREAD = on
 
 
 class _BytesSink(Protocol):
@@ -74,22 +69,18 @@ _NOWHERE = _Nowhere()
 
 class PartAccounts:
     """What a part records of the documents it is given: documents, fallback ids, drops, repairs,
-    lengths; a range of a split file continues its file from `before` (docs/splitting.md). Its
-    output goes nowhere: `PartWriter` gives it files, and a count-only pass keeps no warning."""
+    lengths; a range of a split file continues its file from where it `start`s (docs/splitting.md).
+    Its output goes nowhere: `PartWriter` gives it files, and a count-only pass (`COUNTING`) keeps
+    no warning."""
 
-    def __init__(self, spec: DatasetSpec, before: RangeCounts | None = FILE_START, progress: Progress | None = None,
-                 counting: bool = True):
-        # before None: a speculative extraction (docs/splitting.md); numbering starts at zero, and
-        # whatever would depend on the real `before` raises NeedsBefore instead
-        self.speculative = before is None
-        before = FILE_START if before is None else before
+    def __init__(self, spec: DatasetSpec, start: RangeStart = COUNTING, progress: Progress | None = None):
         # a range of a split file continues its file: fallback ids, line numbers, the file's first
-        # 100 warnings of each kind (DropLedger.start_file, at each file)
+        # 100 warnings of each kind (DropLedger.start_file, at each file); a speculative one numbers
+        # from zero, and whatever would depend on the real counts before it raises NeedsBefore
         self.ledger = DropLedger()
-        self._counting = counting
-        self.context = ExtractContext(spec.key, spec.raw_dir, self.ledger, on_warning=None, before=before,
-                                      counting=counting, max_document_bytes=spec.max_document_bytes,
-                                      speculative=self.speculative)
+        self.speculative = start.speculative
+        self.context = ExtractContext(spec.key, spec.raw_dir, self.ledger, on_warning=None, start=start,
+                                      max_document_bytes=spec.max_document_bytes)
         self.repaired_docs = 0
         self._spec, self._progress = spec, progress
         self._source, self._domain = spec.key, spec.domain
@@ -177,7 +168,7 @@ class PartAccounts:
         costs that file only (D6)."""
         self.context.lines_read = None  # set again only by a reader that reads this file to its end
         before = self.context.before  # FILE_START but for a range, whose shard is that one file
-        self.ledger.start_file(before.drops, before.repaired_docs, keep=not self._counting)
+        self.ledger.start_file(before.drops, before.repaired_docs, keep=not self.context.counting)
         try:
             self.add_documents(file, extractor.extract(file, self.context))
         except OSError as exc:
@@ -214,15 +205,13 @@ class PartWriter(PartAccounts):
     (which returns the meta) or `abort` (which removes every file of the attempt)."""
 
     def __init__(self, spec: DatasetSpec, shard: Shard, store: DatasetStore, progress: Progress | None = None,
-                 before: RangeCounts | None = FILE_START):
+                 start: RangeStart = AT_FILE_START, text_thread: bool = True):
         store.parts.mkdir(parents=True, exist_ok=True)
         self.paths = store.part_paths(shard.key)
         self._tmp_text, self._tmp_ann, self._tmp_uids = map(
             partial, (self.paths.text, self.paths.annotations, self.paths.uids))
         self.paths.meta.unlink(missing_ok=True)  # the part is uncommitted from here on
-        self._pending = store.pending_meta(shard.key)
-        self._pending.unlink(missing_ok=True)  # an earlier attempt's, from counts that proved wrong
-        super().__init__(spec, before, progress, counting=False)
+        super().__init__(spec, start, progress)
         self._shard, self._store = shard, store
         try:
             self._text_file = open(self._tmp_text, "wb")
@@ -235,7 +224,11 @@ class PartWriter(PartAccounts):
             self._remove_partials()
             raise OutputWriteError.of(spec, store.parts, exc) from exc
         self._uid_sink = self._uid_file
-        self._text = ChunkWriter(self._text_file, writeback=True, threaded=_TEXT_WRITER_THREAD)
+        # `text_thread`: the text is compressed on a helper thread (gzipio.ChunkWriter), worth it only
+        # when the process has a core to spare beside its own; a pool that fills the machine turns it
+        # off (worker_context.WorkerContext.text_writer_thread, docs/splitting.md "Fixed costs").
+        # Same bytes either way.
+        self._text = ChunkWriter(self._text_file, writeback=True, threaded=text_thread)
         self._write_text = self._text.write
         # a range's sidecar is only ever read back into its file's member at publish: compressed quickly
         level = RANGE_PART_LEVEL if shard.files[0].range is not None else LEVEL
@@ -244,11 +237,8 @@ class PartWriter(PartAccounts):
     def _output_error(self, exc: OSError) -> Exception:
         return OutputWriteError.of(self._spec, self._store.parts, exc)
 
-    def commit(self, pending: bool = False) -> PartMeta:
-        """Make the files durable, move them into place and write the meta that commits them.
-        `pending`: the part rests on assumed counts (docs/splitting.md): its meta is written to
-        `DatasetStore.pending_meta`, and the run commits it (`locked_parts.settle_pending`) once
-        the counts are proven."""
+    def commit(self) -> PartMeta:
+        """Make the files durable, move them into place and write the meta that commits them."""
         try:
             has_annotations = self._finish_files()
             os.replace(self._tmp_text, self.paths.text)
@@ -258,13 +248,9 @@ class PartWriter(PartAccounts):
             else:
                 self.paths.annotations.unlink(missing_ok=True)
             meta = self._meta(has_annotations)
-            if pending:
-                write_durable(self._pending, meta.to_json())
-            else:
-                write_atomic(self.paths.meta, meta.to_json())
+            write_atomic(self.paths.meta, meta.to_json())
         except OSError as exc:
             partial(self.paths.meta).unlink(missing_ok=True)
-            self._pending.unlink(missing_ok=True)
             raise OutputWriteError.of(self._spec, self._store.parts, exc) from exc
         return meta
 
@@ -325,21 +311,15 @@ def digest_to_read(shard: Shard, file: InputFile) -> InputDigest | None:
     return digest_of(file.path) if shard.stamps and file.range is None else None
 
 
-def write_part(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
-               progress: Progress | None = None, before: RangeCounts | None = FILE_START) -> PartMeta:
-    """Extract one shard into its part files and commit them with the meta file; a range of a
-    split file continues where `before` (the earlier ranges' counts) says."""
-    return write_part_counted(spec, extractor, shard, store, progress, before)[0]
-
-
 def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
-                       progress: Progress | None = None, before: RangeCounts | None = FILE_START,
-                       pending: bool = False) -> tuple[PartMeta, RangeCounts]:
-    """`write_part`, plus what the part adds to its file's counts (for the ranges after it).
-    `before` None: speculatively (docs/splitting.md), raising NeedsBefore, with every file of the
-    attempt removed, when the part would depend on the ranges before it. `pending`: `before` holds
-    assumed counts, so the meta waits (`PartWriter.commit`)."""
-    writer = PartWriter(spec, shard, store, progress, before)
+                       progress: Progress | None = None, start: RangeStart = AT_FILE_START,
+                       text_thread: bool = True) -> tuple[PartMeta, RangeCounts]:
+    """Extract one shard into its part files and commit them with the meta file; returns the meta
+    and what the part adds to its file's counts (for the ranges after it). A range of a split file
+    continues where its `start` says; a speculative one (docs/splitting.md) raises NeedsBefore,
+    with every file of the attempt removed, when the part would depend on the ranges before it.
+    `text_thread`: see `PartWriter`."""
+    writer = PartWriter(spec, shard, store, progress, start, text_thread)
     try:
         read: list[InputDigest | None] = []
         for file in shard.files:
@@ -349,22 +329,11 @@ def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, st
             if progress is not None:
                 progress(writer.docs, writer.text_bytes, writer.files_done)
         check_inputs_unchanged(spec.key, shard, tuple(read))
-        meta = writer.commit(pending)
+        meta = writer.commit()
     except BaseException:
         writer.abort()
         raise
     return meta, writer.range_counts(extractor, shard.files[0])
-
-
-def assume_range(spec: DatasetSpec, extractor: Extractor, file: InputFile) -> RangeCount:
-    """The counts of a range this run also extracts: the splitter's unchecked quick count where it
-    has one (`Splitter.assumes`), else `count_range`."""
-    splitter = extractor.splitter
-    if not spec.max_document_bytes and splitter is not None and splitter.assumes:
-        quick = splitter.quick_count(file, checked=False)
-        if quick is not None:
-            return RangeCount(RangeCounts(docs=quick[0], lines=quick[1]), assumed=True)
-    return RangeCount(count_range(spec, extractor, file), assumed=False)
 
 
 def count_range(spec: DatasetSpec, extractor: Extractor, file: InputFile) -> RangeCounts:
@@ -375,6 +344,6 @@ def count_range(spec: DatasetSpec, extractor: Extractor, file: InputFile) -> Ran
     quick = None if spec.max_document_bytes or splitter is None else splitter.quick_count(file)
     if quick is not None:
         return RangeCounts(docs=quick[0], lines=quick[1])
-    accounts = PartAccounts(spec, counting=True)
+    accounts = PartAccounts(spec, COUNTING)
     accounts.extract_file(extractor, file)
     return accounts.range_counts(extractor, file)

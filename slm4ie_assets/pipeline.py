@@ -4,7 +4,6 @@ Dagster's assets and IO manager call these functions; so do the benchmarks and t
 Dagster instance. Every step is a pure function of the raw tree and the config.
 """
 
-import multiprocessing
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -14,23 +13,20 @@ from typing import TYPE_CHECKING
 
 from .assembly import VersionStager
 from .catalog import Catalog, DatasetSpec
-from .extractors.extract_context import RangeCounts
-from .extractors.input_file import InputFile
 from .extractors.registry import get_extractor_class, make_extractor
+from .extractors.splitting import RangeStrategy
 from .held_inputs import HeldBack, hold_back
 from .input_stamps import InputChanged
-from .locked_parts import PartOutcome, outcome_message, settle_pending, write_part_locked
+from .locked_parts import PartOutcome, outcome_message
 from .locks import LockTimeout, dataset_lock
 from .manifest import Manifest
 from .part_meta import PartMeta, merged_drops
-from .part_writer import count_range
 from .pipeline_clock import StageClock
 from .pool_server import effective_workers
-from .pool_worker import count_one, extract_one
+from .pool_worker import InProcess, PartWork
 from .progress import (
-    Counters,
     ProgressBoard,
-    ShardReporter,
+    ShardCounters,
     progress_interval,
     sampling_period,
     summary_table,
@@ -40,7 +36,8 @@ from .range_scheduler import run_pooled, run_serial
 from .shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
 from .stalls import POLL_SECONDS
 from .store import DatasetStore
-from .worker_pool import open_pool, submit_timed
+from .worker_context import WorkerContext
+from .worker_pool import TimedPool, open_pool
 
 if TYPE_CHECKING:  # imported when unpacking, not by every pool worker
     from .archives import ArchiveReport
@@ -141,11 +138,11 @@ def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, lo
                         on_current: OnPart | None, clock: StageClock) -> list[PartMeta]:
     interval = progress_interval(progress_seconds)
     workers = max(1, min(workers, len(shards)))
-    counters: Counters | None = None  # per task: [documents, input bytes read], written where it is extracted
+    counters: ShardCounters | None = None  # written where each task is extracted
     board = None
     watched = workers > 1 and (spec.stall_seconds > 0 or spec.stall_timeout_seconds > 0)  # stalls.py
     if log is not None or watched:
-        counters = multiprocessing.RawArray("q", 2 * len(shards)) if workers > 1 else [0] * (2 * len(shards))
+        counters = ShardCounters.for_tasks(len(shards), shared=workers > 1)
     if log is not None and counters is not None:
         board = ProgressBoard(spec.key, shards, counters, interval, log)
     results: dict[int, PartMeta] = {}
@@ -177,60 +174,34 @@ def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, lo
     return [results[t] for t in range(len(shards)) if t in results]
 
 
-def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: Counters | None, period: float,
+def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: ShardCounters | None, period: float,
                     report: Callable[[int, PartOutcome], None], force: bool, log: Log | None,
                     clock: StageClock) -> None:
-    """One worker: extract in this process; with counters, a sampler thread tracks the bytes read."""
-    extractor = make_extractor(spec.extractor, spec.options)
-    extractor.prepare(spec.raw_dir)
-    store = DatasetStore(spec)
-    reporter = ShardReporter(counters, period) if counters is not None else None
-
-    def extract(task: int, before: RangeCounts) -> PartOutcome:
-        with reporter.track(task, shards[task]) if reporter is not None else nullcontext() as hook, \
-                clock.timed("extract"):
-            return write_part_locked(spec, extractor, shards[task], store, force, hook, log, before)
-
-    def count(file: InputFile) -> RangeCounts:
-        with clock.timed("count"):
-            return count_range(spec, extractor, file)
-
-    try:  # a range continues from the ranges just before it (counted when they are not in the run)
-        run_serial(shards, extract, count, report)
+    """One worker: the unit of work runs in this process (its own worker context; with counters, a
+    sampler thread tracks the bytes read); a range continues from the ranges just before it,
+    counted when they are not in the run."""
+    context = WorkerContext.in_process(counters, period)
+    try:
+        run_serial(shards, PartWork(spec, force, InProcess(context, clock, log)), report)
     finally:
-        if reporter is not None:
-            reporter.close()
+        context.close()
 
 
-def _extract_pooled(spec: DatasetSpec, shards: list[Shard], workers: int, counters: Counters | None,
+def _extract_pooled(spec: DatasetSpec, shards: list[Shard], workers: int, counters: ShardCounters | None,
                     period: float, report: Callable[[int, PartOutcome], None], force: bool,
                     log: Log | None, clock: StageClock) -> None:
     """A pool of forkserver workers (worker_pool.py), each task timed into `clock`."""
-    order = sorted(range(len(shards)), key=lambda task: -shards[task].size)
     clock.pool_opened()
     pool, watch = open_pool(spec, shards, workers, counters, period, log)
-    store = DatasetStore(spec)
     with pool:
-        run_pooled(shards, order,
-                   lambda task, before, pending: submit_timed(pool, clock, "extract", extract_one, spec, shards[task],
-                                                              task, force, before, pending),
-                   lambda file, trusted: submit_timed(pool, clock, "count", count_one, spec, file, trusted), report,
-                   workers, watch, POLL_SECONDS, speculate=_speculates(spec), assume=_assumes(spec),
-                   settle=lambda task, outcome, proven: settle_pending(spec, store, shards[task], outcome, proven,
-                                                                       log))
+        run_pooled(shards, PartWork(spec, force), TimedPool(pool, clock), report, workers, _strategy(spec), watch,
+                   POLL_SECONDS)
 
 
-def _speculates(spec: DatasetSpec) -> bool:
-    """The dataset's ranges may be extracted before the counts of the ranges before them are known
-    (`Splitter.speculates`, docs/splitting.md)."""
+def _strategy(spec: DatasetSpec) -> RangeStrategy:
+    """How the dataset's ranges get their start (`Splitter.strategy`, docs/splitting.md)."""
     splitter = get_extractor_class(spec.extractor).splitter
-    return splitter is not None and splitter.speculates
-
-
-def _assumes(spec: DatasetSpec) -> bool:
-    """A range the run extracts may be counted on trust (`Splitter.assumes`, assumed_counts.py)."""
-    splitter = get_extractor_class(spec.extractor).splitter
-    return splitter is not None and splitter.assumes
+    return RangeStrategy.CHAINS if splitter is None else splitter.strategy
 
 
 # ----------------------------------------------------------------------------- one call

@@ -1,86 +1,93 @@
-"""What a pool worker runs (pipeline.extract_parts): one part written, or one range of a
-split file counted (docs/splitting.md), with the extractor rebuilt from the picklable spec once per
-dataset and kept for the worker's next task."""
+"""The unit of work of a run (pipeline.extract_parts), by name: `PartWork.extract` writes one part,
+`PartWork.count` counts one range of a split file (docs/splitting.md). range_scheduler.py hands
+them out; the same methods run in a pool worker, with the extractor rebuilt from the picklable
+spec once per dataset and kept for the worker's next task, and, with one worker, in the run's own
+process."""
 
 import os
-from collections.abc import Callable, MutableSequence
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import TypeVar
 
-from .assumed_counts import RangeCount
 from .catalog import DatasetSpec
-from .extractors.base import Extractor
-from .extractors.extract_context import FILE_START, RangeCounts
+from .extractors.extract_context import RangeCounts, RangeStart
 from .extractors.input_file import InputFile
-from .extractors.registry import make_extractor
-from .locked_parts import PartOutcome, write_part_in_worker
-from .part_writer import assume_range, count_range, use_text_writer_thread
-from .progress import pool_worker_hook
+from .locked_parts import PartOutcome, write_part_in_worker, write_part_locked
+from .locks import Log
+from .part_writer import count_range
+from .pipeline_clock import StageClock
 from .shards import Shard
-from .stalls import mark_started
 from .store import DatasetStore
+from .worker_context import WorkerContext, WorkerStart, current
+from .worker_context import start as start_context
 
 
-def extract_one(spec: DatasetSpec, shard: Shard, task: int, force: bool,
-                before: RangeCounts | None = FILE_START, pending: bool = False) -> PartOutcome:
-    """Pool worker: rebuild the extractor from the picklable spec and write one part (a range of a
-    split file continues where `before` says; None: speculatively; `pending`: from assumed counts,
-    docs/splitting.md)."""
-    mark_started(task)
-    extractor = worker_extractor(spec)
-    with pool_worker_hook(task, shard) as hook:
-        return write_part_in_worker(spec, extractor, shard, DatasetStore(spec), force, hook, before, pending)
+@dataclass(frozen=True)
+class InProcess:
+    """What a run extracting with one worker lends its `PartWork` in its own process: its worker
+    context, its stage clock (a pool times its tasks itself) and its log (a wait for a shard lock
+    is logged there)."""
+
+    context: WorkerContext
+    clock: StageClock
+    log: Log | None = None
 
 
-def count_one(spec: DatasetSpec, file: InputFile, assume: bool = False) -> RangeCount:
-    """Pool worker: the count-only pass over one range of a split file (nothing is written);
-    `assume`: the range is extracted in this run too, so an assumed count will do."""
-    extractor = worker_extractor(spec)
-    if assume:
-        return assume_range(spec, extractor, file)
-    return RangeCount(count_range(spec, extractor, file), assumed=False)
+@dataclass(frozen=True)
+class PartWork:
+    """One dataset's parts and range counts, done where a task lands: pickled to a pool worker as
+    (spec, force), which runs it with the context it was started with (`worker_context.current`);
+    or `here`, in the run's own process."""
+
+    spec: DatasetSpec
+    force: bool = False
+    here: InProcess | None = None  # None: in a pool worker
+
+    def extract(self, task: int, shard: Shard, start: RangeStart) -> PartOutcome:
+        """Write shard `task`'s part (a range continuing from `start`) under its shard lock."""
+        context = current() if self.here is None else self.here.context
+        context.mark_started(task)
+        extractor = context.extractor(self.spec)
+        store = DatasetStore(self.spec)
+        with context.track(task, shard) as hook, self._timed("extract"):
+            if self.here is None:  # a process of its own: it takes the dataset lock shared itself
+                return write_part_in_worker(self.spec, extractor, shard, store, self.force, hook, start,
+                                            context.text_writer_thread)
+            return write_part_locked(self.spec, extractor, shard, store, self.force, hook, self.here.log, start,
+                                     context.text_writer_thread)
+
+    def count(self, file: InputFile) -> RangeCounts:
+        """The count-only pass over one range of a split file (nothing is written)."""
+        extractor = (current() if self.here is None else self.here.context).extractor(self.spec)
+        with self._timed("count"):
+            return count_range(self.spec, extractor, file)
+
+    def _timed(self, stage: str) -> AbstractContextManager[None]:
+        return nullcontext() if self.here is None else self.here.clock.timed(stage)
 
 
-_CACHE: dict = {}
-
-
-def worker_extractor(spec: DatasetSpec) -> Extractor:
-    key = (spec.key, spec.recipe)
-    ex = _CACHE.get(key)
-    if ex is None:
-        ex = make_extractor(spec.extractor, spec.options)
-        ex.prepare(spec.raw_dir)
-        _CACHE.clear()
-        _CACHE[key] = ex
-    return ex
-
-
-def start_worker(env: dict[str, str], cwd: str, text_thread: bool, init: Callable[..., None] | None,
-                 init_args: tuple, slots: MutableSequence[int] | None = None) -> None:
+def start_worker(start: WorkerStart) -> None:
     """Pool initializer (worker_pool.py): the run's environment and working folder, which a worker
-    forked from an older forkserver would not have, whether a part's text gets its own writer
-    thread (only while the pool leaves a core spare), the pool's task slots (`run_marked`), then
-    the run's own initializer."""
-    global _SLOTS
+    forked from an older forkserver would not have, then the worker's context, set once
+    (worker_context.py)."""
     os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
-    use_text_writer_thread(text_thread)
-    _SLOTS = slots
-    if init is not None:
-        init(*init_args)
+    os.environ.update(start.env)
+    os.chdir(start.cwd)
+    start_context(WorkerContext.in_pool(start))
 
 
 T = TypeVar("T")
-_SLOTS: MutableSequence[int] | None = None  # shared with the calling process: pid per task slot
 
 
 def run_marked(slot: int, fn: Callable[..., T], *args: object) -> T:
     """Run one task with this worker's pid in its slot, so that if the worker dies (a signal such
     as SIGBUS, os._exit) the calling process can name the task it held (worker_pool.WorkerDied)."""
-    if _SLOTS is not None:
-        _SLOTS[slot] = os.getpid()
+    slots = current().task_slots
+    if slots is not None:
+        slots.mark_started(slot)
     try:
         return fn(*args)
     finally:
-        if _SLOTS is not None:
-            _SLOTS[slot] = 0
+        if slots is not None:
+            slots.mark_done(slot)

@@ -1,20 +1,22 @@
-"""Which range of a split file runs when, and with which counts (docs/splitting.md).
+"""Which range of a split file runs when, and from where (docs/splitting.md).
 
-A range is extracted with the `RangeCounts` of the ranges before it in its file. Those come from the
-earlier ranges' own extraction when it ran first, else from a count-only pass over each earlier range
-(`part_writer.count_range`). `RangeBook` keeps what is known; `run_pooled` keeps a pool busy with
-counts first, then the ready range furthest into its file, then whole files and first ranges;
-`run_serial` runs them in file order.
+A range is extracted from the `RangeCounts` of the ranges before it in its file (a `RangeStart`).
+Those come from the earlier ranges' own extraction when it ran first, else from a count-only pass
+over each earlier range. `RangeBook` keeps what is known. The work itself is a `RangeWork`, handed
+out by name: `extract(task, shard, start)` and `count(file)` (pool_worker.PartWork). `run_pooled`
+keeps a pool busy with counts first, then the ready range furthest into its file, then whole files
+and first ranges, largest first; `run_serial` runs them in file order.
 """
 
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import Generic, Protocol, TypeVar
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
-from .assumed_counts import Proofs, RangeCount, RangeKey, range_key
-from .extractors.extract_context import RangeCounts
+from .extractors.extract_context import SPECULATIVE, RangeCounts, RangeStart
 from .extractors.input_file import InputFile
+from .extractors.splitting import RangeStrategy
 from .shards import Shard
 
 
@@ -64,45 +66,26 @@ class RangeBook:
         if file.range is not None:
             self._known.setdefault(file.rel, {}).setdefault(file.range.index, counts)
 
-    def knows(self, file: InputFile) -> bool:
-        return file.range is not None and file.range.index in self._known.get(file.rel, {})
-
-    def correct(self, file: InputFile, counts: RangeCounts) -> None:
-        """Replace an assumed count proven wrong (assumed_counts.py) by the range's real one."""
-        assert file.range is not None
-        self._known[file.rel][file.range.index] = counts
-
-    def extracted_here(self, file: InputFile) -> bool:
-        """The range is among the run's shards: its own extraction reports its real counts."""
-        return file.range is not None and file.range.index in self._extracted.get(file.rel, set())
-
-    def range_file(self, key: RangeKey) -> InputFile:
-        rel, index = key
-        return self._upto[rel].range_of(index)
-
-    def before(self, file: InputFile) -> RangeCounts | None:
-        """Where `file` continues (zeros for a whole file or a first range); None while unknown."""
+    def start(self, file: InputFile) -> RangeStart | None:
+        """Where `file` starts (at the file's start for a whole file or a first range); None while
+        the counts of a range before it are unknown."""
         if file.range is None or file.range.index == 0:
-            return RangeCounts()
+            return RangeStart()
         known = self._known.get(file.rel, {})
         total = RangeCounts()
         for i in range(file.range.index):
             if i not in known:
                 return None
             total = total + known[i]
-        return total
+        return RangeStart.after(total)
 
-    def fill(self, file: InputFile, count: Callable[[InputFile], RangeCounts]) -> RangeCounts:
-        """`before(file)`, counting the missing earlier ranges here, in order."""
-        if file.range is None:
-            return RangeCounts()
-        for i in range(file.range.index):
-            earlier = file.range_of(i)
-            if i not in self._known.get(file.rel, {}):
-                self.record(earlier, count(earlier))
-        before = self.before(file)
-        assert before is not None
-        return before
+    def fill(self, file: InputFile, count: Callable[[InputFile], RangeCounts]) -> RangeStart:
+        """`start(file)`, counting the missing earlier ranges here, in order."""
+        for earlier in self.missing_before(file):
+            self.record(earlier, count(earlier))
+        start = self.start(file)
+        assert start is not None
+        return start
 
 
 def shard_inputs(shards: Sequence[Shard]) -> Iterator[InputFile]:
@@ -127,9 +110,8 @@ def chains_per_file(shards: Sequence[Shard], workers: int) -> int:
 
 
 class Outcome(Protocol):
-    """What an extraction task reports: the counts its range adds (None: another run wrote it, or a
-    speculative attempt stopped, `needs_before`); `pending`: written from assumed counts, its meta
-    waits (assumed_counts.py)."""
+    """What an extraction reports: the counts its range adds (None: another run wrote it, or a
+    speculative attempt stopped, `needs_before`)."""
 
     @property
     def counts(self) -> RangeCounts | None: ...
@@ -137,209 +119,170 @@ class Outcome(Protocol):
     @property
     def needs_before(self) -> bool: ...
 
-    @property
-    def pending(self) -> bool: ...
-
 
 OutcomeT = TypeVar("OutcomeT", bound=Outcome)
+OutcomeT_co = TypeVar("OutcomeT_co", bound=Outcome, covariant=True)
 
 
-def run_serial(shards: Sequence[Shard], extract: Callable[[int, RangeCounts], OutcomeT],
-               count: Callable[[InputFile], RangeCounts], report: Callable[[int, OutcomeT], None]) -> None:
+class RangeWork(Protocol[OutcomeT_co]):
+    """The unit of work the scheduler hands out, by name (pool_worker.PartWork): run where a pool
+    worker or the run's own process picks it up."""
+
+    def extract(self, task: int, shard: Shard, start: RangeStart) -> OutcomeT_co:
+        """Write shard `task`'s part, its range continuing from `start`."""
+        ...
+
+    def count(self, file: InputFile) -> RangeCounts:
+        """The count-only pass over one range of a split file."""
+        ...
+
+
+def run_serial(shards: Sequence[Shard], work: RangeWork[OutcomeT], report: Callable[[int, OutcomeT], None]) -> None:
     """One worker: `shards` in order, a range continuing from the ranges just before it, and from
     count-only passes over those that are not in the run."""
     book = RangeBook(list(shard_inputs(shards)))
     for task, shard in enumerate(shards):
-        outcome = extract(task, book.fill(shard.files[0], count))
+        outcome = work.extract(task, shard, book.fill(shard.files[0], work.count))
         if outcome.counts is not None:
             book.record(shard.files[0], outcome.counts)
         report(task, outcome)
 
 
-def _next_extraction(book: RangeBook, shards: Sequence[Shard], later: list[int],
-                     free: deque[int]) -> tuple[int, RangeCounts | None] | None:
-    """The ready range furthest into its file (taken from `later`), else the next whole file or
-    first range (`free`), or a range to extract speculatively (`before` None: not known yet); None
-    when nothing can start yet."""
-    best = None
-    for task in later:
-        before = book.before(shards[task].files[0])
-        if before is not None and (best is None or _range_index(shards[task]) > _range_index(shards[best[0]])):
-            best = (task, before)
-    if best is not None:
-        later.remove(best[0])
-        return best
-    if not free:
-        return None
-    task = free.popleft()
-    return task, book.before(shards[task].files[0])
+@dataclass(frozen=True)
+class Extracting:
+    """In flight: shard `task`'s part."""
+
+    task: int
+    file: InputFile
+
+
+@dataclass(frozen=True)
+class Counting:
+    """In flight: the count-only pass over a range."""
+
+    file: InputFile
+
+
+def run_pooled(shards: Sequence[Shard], work: RangeWork[OutcomeT], pool: Executor,
+               report: Callable[[int, OutcomeT], None], workers: int = 2,
+               strategy: RangeStrategy = RangeStrategy.CHAINS, watch: Callable[[list[int]], None] | None = None,
+               poll: float = 1.0) -> None:
+    """Run the extraction of `shards` (task = index) through `pool`'s `workers`, keeping one task
+    per worker in flight so the next pick is made when a worker frees: first the count-only
+    passes that let each split file run as several chains of ranges (`chains_per_file`), then
+    the ready range furthest into its file (a chain goes on as soon as its predecessor is written),
+    then whole files and first ranges, largest first. With `watch`, it is called every `poll`
+    seconds while the pool works, with the extractions in flight (stalls.py), and may raise to stop
+    the run.
+
+    `RangeStrategy.SPECULATION` (the format's `Splitter.strategy`): no count-only pass up front;
+    every range is free from the start, and one whose counts before it are not known yet is
+    extracted speculatively. The first range of a file that comes back `needs_before` settles that
+    file: its ranges not started yet wait for their counts, and the count-only passes the chains
+    need (those not known or in flight) are queued, as with `CHAINS`."""
+    run = _PoolRun(shards, strategy, workers)
+    in_flight: dict[Future, Extracting | Counting] = {}
+
+    def fill_slots() -> None:
+        while len(in_flight) < workers and (job := run.next_job(bool(in_flight))) is not None:
+            if isinstance(job, Counting):
+                in_flight[pool.submit(work.count, job.file)] = job
+            else:
+                start = run.start_of(job)
+                in_flight[pool.submit(work.extract, job.task, shards[job.task], start)] = job
+
+    try:
+        fill_slots()
+        while in_flight:
+            done, _ = wait(in_flight, timeout=None if watch is None else poll, return_when=FIRST_COMPLETED)
+            if watch is not None:
+                watch([job.task for fut, job in in_flight.items() if fut not in done and isinstance(job, Extracting)])
+            for fut in done:
+                job = in_flight.pop(fut)
+                run.running.discard(job.file)
+                if isinstance(job, Counting):
+                    run.book.record(job.file, fut.result())
+                elif (outcome := fut.result()).needs_before:
+                    run.stopped(job)
+                else:
+                    if outcome.counts is not None:
+                        run.book.record(job.file, outcome.counts)
+                    report(job.task, outcome)
+            fill_slots()
+    except BaseException:
+        for f in in_flight:
+            f.cancel()
+        raise
+    assert not run.later, "every range's earlier ranges were counted"
+
+
+class _PoolRun:
+    """What `run_pooled` knows (the book) and has still to start: ranges to count, shards free to
+    start, shards waiting for the counts before them."""
+
+    def __init__(self, shards: Sequence[Shard], strategy: RangeStrategy, workers: int):
+        self.shards, self.strategy = shards, strategy
+        self.book = book = RangeBook(list(shard_inputs(shards)))
+        self.chains = chains_per_file(shards, workers)
+        speculate = strategy is RangeStrategy.SPECULATION
+        self.to_count = [] if speculate else book.to_count(self.chains)
+        order = sorted(range(len(shards)), key=lambda task: -shards[task].size)  # the tail stays short
+        self.free = deque(t for t in order if speculate or book.start(shards[t].files[0]) is not None)
+        self.later = [t for t in order if not speculate and book.start(shards[t].files[0]) is None]
+        self.running: set[InputFile] = set()  # the inputs of what is in flight
+        self.settled: set[str] = set()  # split files whose speculation stopped
+
+    def next_job(self, busy: bool) -> Extracting | Counting | None:
+        """A count first, then the ready range furthest into its file (from `later`), else the next
+        whole file or first range (`free`, or under speculation any range); None when nothing can
+        start yet."""
+        if not self.to_count:
+            job = self._next_extraction()
+            if job is not None:
+                self.running.add(job.file)
+                return job
+            if busy or not self.later:
+                return None
+            # nothing will bring the counts ranges wait for: another run made an earlier range current
+            self.to_count.extend({f for t in self.later for f in self.book.missing_before(self.shards[t].files[0])})
+            if not self.to_count:
+                return None
+        file = self.to_count.pop(0)
+        self.running.add(file)
+        return Counting(file)
+
+    def _next_extraction(self) -> Extracting | None:
+        ready = [t for t in self.later if self.book.start(self.shards[t].files[0]) is not None]
+        if ready:
+            task = max(ready, key=lambda t: _range_index(self.shards[t]))
+            self.later.remove(task)
+        elif self.free:
+            task = self.free.popleft()
+        else:
+            return None
+        return Extracting(task, self.shards[task].files[0])
+
+    def start_of(self, job: Extracting) -> RangeStart:
+        """Where the picked range starts: known, or (speculation) not yet."""
+        start = self.book.start(job.file)
+        return SPECULATIVE if start is None else start
+
+    def stopped(self, job: Extracting) -> None:
+        """A speculative range needs its counts: it waits for them, and so, the first time, do its
+        file's ranges not started yet; the count-only passes its chains need are queued."""
+        self.later.append(job.task)
+        rel = job.file.rel
+        if rel in self.settled:
+            return
+        self.settled.add(rel)
+        waiting = [t for t in self.free if self.shards[t].files[0].rel == rel
+                   and self.book.start(self.shards[t].files[0]) is None]
+        for t in waiting:
+            self.free.remove(t)
+            self.later.append(t)
+        self.to_count.extend(f for f in self.book.to_count_in(rel, self.chains) if f not in self.running)
 
 
 def _range_index(shard: Shard) -> int:
     rng = shard.files[0].range
     return -1 if rng is None else rng.index
-
-
-SubmitExtract = Callable[[int, RangeCounts | None, bool], Future[OutcomeT]]
-SubmitCount = Callable[[InputFile, bool], Future[RangeCount]]
-Settle = Callable[[int, OutcomeT, bool], OutcomeT]
-
-
-def run_pooled(shards: Sequence[Shard], order: Sequence[int], submit_extract: SubmitExtract[OutcomeT],
-               submit_count: SubmitCount, report: Callable[[int, OutcomeT], None], workers: int = 2,
-               watch: Callable[[list[int]], None] | None = None, poll: float = 1.0, speculate: bool = False,
-               assume: bool = False, settle: Settle[OutcomeT] | None = None) -> None:
-    """Run the extraction of `shards` (task = index, in `order`) in a pool of `workers`, keeping
-    one task per worker in flight so the next pick is made when a worker frees: first the count-only
-    passes that let each split file run as several chains of ranges (`chains_per_file`), then
-    the ready range furthest into its file (a chain goes on as soon as its predecessor is written),
-    then whole files and first ranges in `order`. With `watch`, it is called every `poll` seconds
-    while the pool works, with the tasks in flight (stalls.py), and may raise to stop the run.
-
-    `speculate` (the format's `Splitter.speculates`): no count-only pass up front; every range is
-    free from the start, and one whose `before` is not known yet is extracted speculatively
-    (`before` None). The first range of a file that comes back `needs_before` settles that file:
-    its ranges not started yet wait for their counts, and the count-only passes the chains need
-    (those not known or in flight) are queued, as without speculation.
-
-    `assume` (the format's `Splitter.assumes`, assumed_counts.py): a range this run extracts is
-    counted on trust; a part whose `before` holds such a count is submitted `pending` and handed
-    to `settle` (with whether its counts were proven) before it is reported, or extracted again."""
-    run = _PoolRun(shards, order, submit_extract, submit_count, workers, speculate, assume)
-    try:
-        run.fill_slots()
-        while run.futures:
-            done, _ = wait(run.futures, timeout=None if watch is None else poll, return_when=FIRST_COMPLETED)
-            if watch is not None:
-                watch([task for fut, (task, _file, _rests) in run.futures.items() if fut not in done])
-            for fut in done:
-                finished = run.finish(fut)
-                if finished is not None:
-                    report(*finished)
-            for held, proven in run.proofs.decided():
-                assert settle is not None, "a pending part needs `settle`"
-                outcome = settle(held.task, held.outcome, proven)
-                if proven:
-                    report(held.task, outcome)
-                else:
-                    run.requeue(held.task)  # its `before` is right now: extracted again
-            run.fill_slots()
-    except BaseException:
-        for f in run.futures:
-            f.cancel()
-        raise
-    assert not run.later, "every range's earlier ranges were counted"
-    assert not run.proofs.holding, "every assumed count was proven"
-
-
-class _PoolRun(Generic[OutcomeT]):
-    """What `run_pooled` knows and has in flight."""
-
-    def __init__(self, shards: Sequence[Shard], order: Sequence[int], submit_extract: SubmitExtract[OutcomeT],
-                 submit_count: SubmitCount, workers: int, speculate: bool, assume: bool):
-        self.shards, self.workers, self.assume = shards, workers, assume
-        self._submit_extract, self._submit_count = submit_extract, submit_count
-        self.book = book = RangeBook(list(shard_inputs(shards)))
-        self.chains = chains_per_file(shards, workers)
-        self.counts = [] if speculate else list(book.to_count(self.chains))
-        self.free = deque(t for t in order if speculate or book.before(shards[t].files[0]) is not None)
-        self.later = [t for t in order if not speculate and book.before(shards[t].files[0]) is None]
-        # a count's task is -1; the assumed counts an extraction's `before` rests on
-        self.futures: dict[Future, tuple[int, InputFile, frozenset[RangeKey]]] = {}
-        self.settled: set[str] = set()  # split files whose speculation stopped
-        self.proofs: Proofs[OutcomeT] = Proofs()
-        self.checked: set[RangeKey] = set()  # assumed counts to prove by a checked count
-        self._task_of = {range_key(s.files[0]): t for t, s in enumerate(shards) if s.files[0].range is not None}
-        self._queued = set(self.free) | set(self.later)  # tasks not started, or to start again
-
-    def requeue(self, task: int) -> None:
-        self.later.append(task)
-        self._queued.add(task)
-
-    def _pick(self) -> tuple[int, RangeCounts | None] | None:
-        """While no range whose own count is assumed is being extracted, the lowest such range
-        that is ready: one worker walks the ranges counted on trust in order, proving their counts
-        as early as the chains allow (the sooner a wrong one is found, the fewer parts rest on it),
-        while the others go on with `_next_extraction` (the chains)."""
-        unproven = set(self.proofs.unproven())
-        picked: tuple[int, RangeCounts | None] | None = None
-        if unproven and not any(t >= 0 and f.range is not None and range_key(f) in unproven
-                                for t, f, _r in self.futures.values()):
-            proving = [t for t in (self._task_of[k] for k in unproven) if t in self._queued]
-            ready = [(t, b) for t in proving if (b := self.book.before(self.shards[t].files[0])) is not None]
-            if ready:
-                picked = min(ready, key=lambda tb: _range_index(self.shards[tb[0]]))
-                (self.later if picked[0] in self.later else self.free).remove(picked[0])
-        if picked is None:
-            picked = _next_extraction(self.book, self.shards, self.later, self.free)
-        if picked is not None:
-            self._queued.discard(picked[0])
-        return picked
-
-    def settle_file(self, rel: str) -> None:
-        """A speculative range of `rel` needs its `before`: its unstarted ranges wait for their counts."""
-        self.settled.add(rel)
-        shards, book = self.shards, self.book
-        waiting = [t for t in self.free if shards[t].files[0].rel == rel and book.before(shards[t].files[0]) is None]
-        for t in waiting:
-            self.free.remove(t)
-            self.later.append(t)
-        busy = {f.range.index for _t, f, _r in self.futures.values() if f.rel == rel and f.range is not None}
-        self.counts.extend(f for f in book.to_count_in(rel, self.chains)
-                           if f.range is not None and f.range.index not in busy)
-
-    def fill_slots(self) -> None:
-        while len(self.futures) < self.workers:
-            if self.counts:
-                file = self.counts.pop(0)
-                trusted = self.assume and self.book.extracted_here(file) and range_key(file) not in self.checked
-                self.futures[self._submit_count(file, trusted)] = (-1, file, frozenset())
-                continue
-            picked = self._pick()
-            if picked is None:
-                if not self.futures and (self.later or self.proofs.holding):
-                    self._count_what_is_missing()
-                    if self.counts:
-                        continue
-                return
-            task, before = picked
-            file = self.shards[task].files[0]
-            rests = self.proofs.rests_on(file) if before is not None else frozenset()
-            self.futures[self._submit_extract(task, before, bool(rests))] = (task, file, rests)
-
-    def _count_what_is_missing(self) -> None:
-        """Nothing in flight, yet ranges wait: an earlier range was made current by another run
-        meanwhile (its counts never came), or an assumed count has no extraction left to prove it."""
-        self.counts.extend({f for t in self.later for f in self.book.missing_before(self.shards[t].files[0])})
-        for key in self.proofs.unproven():
-            self.checked.add(key)
-            self.counts.append(self.book.range_file(key))
-
-    def learn(self, file: InputFile, counts: RangeCounts, real: bool) -> None:
-        """A range's counts came in: recorded when new (as assumed unless `real`), else they prove
-        or correct an assumed one."""
-        if not self.book.knows(file):
-            self.book.record(file, counts)
-            if not real:
-                self.proofs.assume(file, counts)
-        elif real and not self.proofs.prove(file, counts):
-            self.book.correct(file, counts)
-
-    def finish(self, fut: Future) -> tuple[int, OutcomeT] | None:
-        """Take in a finished task; the (task, outcome) to report now, if any."""
-        task, file, rests = self.futures.pop(fut)
-        result = fut.result()
-        if task < 0:
-            self.learn(file, result.counts, real=not result.assumed)
-            return None
-        if result.needs_before:  # a speculative attempt stopped: it waits for its `before`
-            self.requeue(task)
-            if file.rel not in self.settled:
-                self.settle_file(file.rel)
-            return None
-        if result.counts is not None:
-            self.learn(file, result.counts, real=True)
-        if result.pending:
-            self.proofs.hold(task, result, rests)
-            return None
-        return task, result

@@ -118,13 +118,6 @@ class DatasetStore:
         return PartPaths(base.with_suffix(".jsonl"), base.with_suffix(".ann.gz"), base.with_suffix(".uids"),
                          base.with_suffix(".meta.json"))
 
-    def pending_meta(self, shard_key: str) -> Path:
-        """Where a part written from assumed counts keeps its meta until the counts are proven
-        (docs/splitting.md, "Assumed counts"): a `.partial` name, so clean-up removes it and the
-        part's files with it, and no reader takes the part for committed."""
-        meta = self.part_paths(shard_key).meta
-        return partial(meta.with_name(meta.name + ".pending"))
-
     def shard_lock(self, shard_key: str) -> Path:
         return self.shard_locks / f"{self.part_id(shard_key)}.lock"
 

@@ -14,26 +14,27 @@ pid (`pool_worker.run_marked`), so the run fails with `WorkerDied` naming the da
 (or range count) and the file the dead worker held, and its signal.
 """
 
-import multiprocessing
 import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, InvalidStateError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from .catalog import DatasetSpec
 from .extractors.input_file import InputFile
 from .pipeline_clock import StageClock, Timed, timed_call
 from .pool_server import pool_context, usable_cpus
 from .pool_worker import run_marked, start_worker
-from .progress import Counters, Log, init_pool_worker
+from .progress import Log, ShardCounters
 from .shards import Shard
-from .stalls import StallLimits, StallWatch, init_watched_worker
+from .stalls import StallLimits, StallWatch, TaskPids
+from .worker_context import WorkerStart
 
 T = TypeVar("T")
+P = ParamSpec("P")
 SLOTS = 1024  # task slots, reused in turn: far more than one pool has in flight (workers + its queue)
 
 
@@ -46,7 +47,7 @@ class TaskPool(ProcessPoolExecutor):
     a worker's death is reported naming what it held (`died`)."""
 
     def __init__(self, workers: int, initializer: Callable[..., None], initargs: tuple,
-                 slots: Sequence[int]):
+                 slots: TaskPids):
         super().__init__(max_workers=workers, mp_context=pool_context(), initializer=initializer,
                          initargs=initargs)
         self._slots = slots
@@ -83,33 +84,29 @@ class TaskPool(ProcessPoolExecutor):
         dead = [(pid, code) for pid, proc in self._workers.items() if (code := proc.exitcode) not in (None, 0)]
         lines = []
         for pid, code in dead:
-            held = [self._what[i] for i in range(SLOTS) if self._slots[i] == pid and i in self._what]
+            held = [self._what[i] for i in range(SLOTS) if self._slots.pid(i) == pid and i in self._what]
             doing = f"running {' and '.join(held)}" if held else "before it started a task"
             lines.append(f"a pool worker (pid {pid}) {doing} {exit_status(code)}")
         if not lines:
-            running = [self._what[i] for i in range(SLOTS) if self._slots[i] > 0 and i in self._what]
+            running = [self._what[i] for i in range(SLOTS) if self._slots.pid(i) > 0 and i in self._what]
             lines.append("a pool worker died abruptly" + (f" while these ran: {'; '.join(running)}" if running else ""))
         return "; ".join(lines) + "; nothing was published. Check the input named (a file truncated or rewritten " \
             "while it was read, a damaged disk) and the memory of the host (the OOM killer), then run again"
 
 
-def open_pool(spec: DatasetSpec, shards: list[Shard], workers: int, counters: Counters | None, period: float,
-              log: Log | None) -> tuple[ProcessPoolExecutor, Callable[[list[int]], None] | None]:
+def open_pool(spec: DatasetSpec, shards: list[Shard], workers: int, counters: ShardCounters | None,
+              period: float, log: Log | None) -> tuple[ProcessPoolExecutor, Callable[[list[int]], None] | None]:
     """The pool, and the stall watch to call while it works (None: not watched); the shared
-    counters (and the watch's pid slots) reach the workers through the initializer."""
-    init: Callable[..., None] | None = None
-    init_args: tuple = ()
-    watch = None
+    counters and pid slots reach the workers in their `WorkerStart`. The text writer keeps its
+    thread only while the pool leaves a core spare."""
+    shard_pids, watch = None, None
     if counters is not None and (spec.stall_seconds > 0 or spec.stall_timeout_seconds > 0):
-        pids = multiprocessing.RawArray("q", len(shards))
+        shard_pids = TaskPids.shared(len(shards))
         limits = StallLimits(spec.stall_seconds or float("inf"), spec.stall_timeout_seconds)
-        watch = StallWatch(spec.key, shards, counters, pids, limits, log).check
-        init, init_args = init_watched_worker, (counters, period, pids)
-    elif counters is not None:
-        init, init_args = init_pool_worker, (counters, period)
-    slots = multiprocessing.RawArray("q", SLOTS)
-    pool = TaskPool(workers, start_worker,
-                    (dict(os.environ), os.getcwd(), workers < usable_cpus(), init, init_args, slots), slots)
+        watch = StallWatch(spec.key, shards, counters, shard_pids, limits, log).check
+    slots = TaskPids.shared(SLOTS)
+    start = WorkerStart(dict(os.environ), os.getcwd(), workers < usable_cpus(), slots, counters, period, shard_pids)
+    pool = TaskPool(workers, start_worker, (start,), slots)
     return pool, watch
 
 
@@ -125,8 +122,10 @@ def exit_status(code: int) -> str:
 
 
 def task_name(fn: Callable, args: Sequence[object]) -> str:
-    """What a task works on, from its arguments: `dataset 'd' shard 'a.txt@r1' (file a.txt, range 1)`."""
-    dataset = next((f"dataset {a.key!r} " for a in args if isinstance(a, DatasetSpec)), "")
+    """What a task works on, from its arguments (and the spec of the work it is a method of):
+    `dataset 'd' shard 'a.txt@r1' (file a.txt, range 1)`."""
+    owner_spec = getattr(getattr(fn, "__self__", None), "spec", None)
+    dataset = next((f"dataset {a.key!r} " for a in (owner_spec, *args) if isinstance(a, DatasetSpec)), "")
     for a in args:
         if isinstance(a, Shard):
             files = [f.rel for f in a.files]
@@ -164,6 +163,18 @@ def submit_timed(pool: ProcessPoolExecutor, clock: StageClock, stage: str, fn: C
     outer.add_done_callback(lambda f: f.cancelled() and inner.cancel())
     inner.add_done_callback(settle)
     return outer
+
+
+class TimedPool(Executor):
+    """A run's pool as the range scheduler sees it: `submit(work.extract, ...)` runs in a worker,
+    timed under the stage the method is named for (`extract`, `count`; pipeline_clock.py)."""
+
+    def __init__(self, pool: ProcessPoolExecutor, clock: StageClock):
+        self._pool, self._clock = pool, clock
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> "Future[T]":
+        assert not kwargs, "pool tasks take positional arguments"
+        return submit_timed(self._pool, self._clock, fn.__name__, fn, *args)
 
 
 def _settle_unless_cancelled(setter: Callable[[Any], None], value: object) -> None:

@@ -1,9 +1,9 @@
-"""What an extractor is handed for one input: `ExtractContext`, and for a range of a split file
-the `RangeCounts` of the ranges before it (docs/splitting.md)."""
+"""What an extractor is handed for one input: `ExtractContext`, and where it starts in its file
+(`RangeStart`: for a range of a split file, the `RangeCounts` of the ranges before it, docs/splitting.md)."""
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from .drop_ledger import DropLedger
 from .input_file import InputFile
@@ -45,6 +45,34 @@ class RangeCounts:
 FILE_START = RangeCounts()
 
 
+@dataclass(frozen=True, slots=True)
+class RangeStart:
+    """Where reading an input starts in its file (docs/splitting.md). `after`: past the ranges
+    before it, whose summed `counts` it continues (zeros for a whole file or a first range).
+    `speculative`: those counts are not known yet; numbered from zero, and whatever would depend on
+    them raises NeedsBefore. `counting`: a count-only pass, from zero, keeping no warning."""
+
+    counts: RangeCounts = FILE_START
+    mode: Literal["after", "speculative", "counting"] = "after"
+
+    @staticmethod
+    def after(counts: RangeCounts) -> "RangeStart":
+        return RangeStart(counts)
+
+    @property
+    def speculative(self) -> bool:
+        return self.mode == "speculative"
+
+    @property
+    def counting(self) -> bool:
+        return self.mode == "counting"
+
+
+AT_FILE_START = RangeStart()
+SPECULATIVE = RangeStart(mode="speculative")
+COUNTING = RangeStart(mode="counting")
+
+
 class NeedsBefore(BaseException):
     """A speculative extraction of a range (docs/splitting.md) met what depends on the ranges before
     it: a drop or a repair (warning line numbers, the file's first 100) or a fallback id. The part is
@@ -52,47 +80,65 @@ class NeedsBefore(BaseException):
     reader's `except Exception` can take it for a bad record."""
 
 
+class FileLine(int):
+    """A line number already counted from the start of the file, not of the range read (a macocu
+    range is parsed behind padding that makes libxml2 number the file's lines): `ExtractContext.drop`
+    adds nothing to it."""
+
+    @staticmethod
+    def of(line: int | str | None) -> "FileLine | str | None":
+        return FileLine(line) if isinstance(line, int) else line
+
+
 class ExtractContext:
     """Per-shard context handed to an extractor: where the data is and where drops go.
 
-    For a range of a split file, `before` holds what the earlier ranges produced. The one line
-    convention: a reader numbers lines from 1 at the start of what it reads, and `file_line` adds
-    `before.lines`, so warnings name the line of the whole file (an XML parse already numbers the
-    file's lines: `drop_at_file_line`). `counting` is set during a count-only pass (nothing is
-    logged); `carry` is the format's own state at the end of the range (`RangeCounts.carry`);
-    `lines_read`, set by a reader that counted the line ends of the whole range as it read them
-    (text), spares the part writer a second pass over the range for `RangeCounts.lines`;
-    `speculative`: the range is read before the counts of the ranges before it are known, which
-    only a range without drops can be (`NeedsBefore`)."""
+    `start` says where the input starts in its file (`RangeStart`); a reader reads what it needs
+    of it as `before` (what the earlier ranges produced) and `counting` (a count-only pass: nothing
+    is logged). The one line convention: a reader numbers lines from 1 at the start of what it
+    reads, and `file_line` adds `before.lines`, so warnings name the line of the whole file (an XML
+    parse already numbers the file's lines: it drops with a `FileLine`). What a reader hands back:
+    `carry`, the format's own state at the end of the range (`RangeCounts.carry`), and `lines_read`,
+    set by a reader that counted the line ends of the whole range as it read them (text), which
+    spares the part writer a second pass over the range for `RangeCounts.lines`."""
 
     def __init__(self, dataset: str, root: Path, ledger: DropLedger | None = None, on_warning=None,
-                 before: RangeCounts = FILE_START, counting: bool = False, max_document_bytes: int = 0,
-                 speculative: bool = False):
+                 start: RangeStart = AT_FILE_START, max_document_bytes: int = 0):
         self.dataset = dataset
         # readers that can see a record's size before parsing it skip one over this (0: no cap)
         self.max_document_bytes = max_document_bytes
         self.root = root
         self.ledger = ledger if ledger is not None else DropLedger()
         self._on_warning = on_warning
-        self.before = before
-        self.counting = counting
-        self.speculative = speculative  # `before` is not known: a drop raises NeedsBefore
+        self.start = start
         self.carry: Carry | None = None
         self.lines_read: int | None = None  # None: `Splitter.lines` counts them
+
+    @property
+    def before(self) -> RangeCounts:
+        return self.start.counts
+
+    @property
+    def counting(self) -> bool:
+        return self.start.counting
 
     def file_line(self, line: int) -> int:
         """A line counted from the start of the range, as a line of the whole file."""
         return line + self.before.lines
 
     def drop(self, reason: str, file: InputFile, message: str, line: int | str | None = None) -> None:
-        self.drop_at_file_line(reason, file, message, self.file_line(line) if isinstance(line, int) else line)
-
-    def drop_at_file_line(self, reason: str, file: InputFile, message: str, line: int | str | None = None) -> None:
-        """`drop` for a reader whose lines are already the file's."""
-        if self.speculative:
+        """Skip a record (D6): counted under `reason`, its warning naming `line` of the whole file
+        (a line counted from the start of what the reader read, or a `FileLine`)."""
+        if self.start.speculative:  # the earlier ranges' counts are not known: nor this warning's place
             raise NeedsBefore(reason)
+        if isinstance(line, int) and not isinstance(line, FileLine):
+            line = self.file_line(line)
         where = f"{self.dataset}/{file.rel}" + (f":{line}" if line is not None else "")
         text = f"{where}: {message} [{reason}]"
         self.ledger.add(reason, text)
         if self._on_warning is not None:
             self._on_warning(text)
+
+    def drop_at_file_line(self, reason: str, file: InputFile, message: str, line: int | str | None = None) -> None:
+        """`drop` for a reader whose lines are already the file's."""
+        self.drop(reason, file, message, FileLine.of(line))

@@ -7,6 +7,7 @@ splitter sits in the format's module, beside the reading rule its cuts mirror.
 """
 
 from dataclasses import dataclass
+from enum import Enum
 from functools import partial
 from typing import ClassVar, Literal
 
@@ -14,6 +15,14 @@ from .cuts import SEARCH_LIMIT, first_cut, walk_nominal_cuts
 from .extract_context import Carry
 from .input_file import InputFile
 from .reading import read_raw
+
+
+class RangeStrategy(Enum):
+    """How the scheduler (range_scheduler.py) gives a format's ranges the counts of the ranges
+    before them (docs/splitting.md, "Scheduling")."""
+
+    CHAINS = "counted chains"  # each range waits for them: its predecessor's extraction, or count-only passes
+    SPECULATION = "speculation"  # every range at once; one that turns out to need them waits for them
 
 
 @dataclass(frozen=True)
@@ -28,13 +37,12 @@ class Splitter:
     # the format's documents and ids never depend on the ranges before, but through fallback ids,
     # drops and repairs: a range may be extracted before their counts are known (docs/splitting.md)
     speculative: ClassVar[bool] = False
-    # `quick_count(checked=False)` is cheaper than the checked count (docs/splitting.md, "Assumed counts")
-    unchecked_count: ClassVar[bool] = False
 
     @property
-    def speculates(self) -> bool:
-        """Ranges are extracted speculatively: the format allows it and hands on no carry."""
-        return self.speculative and self.carry is None
+    def strategy(self) -> RangeStrategy:
+        """Speculation where the format allows it (`speculative`) and hands on no carry (a carry is
+        known only from the ranges before), else counted chains."""
+        return RangeStrategy.SPECULATION if self.speculative and self.carry is None else RangeStrategy.CHAINS
 
     def plan(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
         """`(0, cut, ..., end)` for a file over `split_bytes`; `(0, end)`: it stays whole. Reads at
@@ -46,18 +54,10 @@ class Splitter:
         """What the range adds to the line numbers of later ranges: its line ends (ADDENDUM 3.2)."""
         return count_line_ends(file)
 
-    def quick_count(self, file: InputFile, checked: bool = True) -> tuple[int, int] | None:
+    def quick_count(self, file: InputFile) -> tuple[int, int] | None:
         """(documents written, `lines`) of a range, cheaper than extracting it, or None: the
-        count-only pass extracts it. Only when provably nothing in it is dropped or repaired.
-        `checked` False (only where `assumes`): cheaper still, and right only if the range holds
-        nothing that is dropped or repaired, which its own extraction in the same run proves."""
+        count-only pass extracts it. Only when provably nothing in it is dropped or repaired."""
         return None
-
-    @property
-    def assumes(self) -> bool:
-        """Ranges the run also extracts are counted on trust: the format has an unchecked count, and
-        a range's own counts never depend on the ranges before it (no carry, no speculation)."""
-        return self.unchecked_count and self.carry is None and not self.speculates
 
 
 class ByteSplitter(Splitter):

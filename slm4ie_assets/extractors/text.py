@@ -276,15 +276,13 @@ class BlankLineSplitter(ByteSplitter):
     cut_rule = ("right after a whitespace-only line (D9, S4: any `str.isspace` character, NBSP and U+2028 "
                 "included) that follows a line end; `text.SPACES` lists them (a test holds it to Python's)")
 
-    unchecked_count = True  # the UTF-8 check is two thirds of `count_blocks`
-
     def cut_in(self, data: bytes, not_before: int, at_eof: bool) -> int | None:
         return pattern_cut(_BLANK_LINE, data, not_before, at_eof)
 
-    def quick_count(self, file: InputFile, checked: bool = True) -> tuple[int, int] | None:
+    def quick_count(self, file: InputFile) -> tuple[int, int] | None:
         # every block `extract` yields is written: its text is a stripped non-blank string without
         # escapes, so the encoder neither drops nor repairs it
-        return count_blocks(file, checked=checked)
+        return count_blocks(file)
 
 
 class TextExtractor(Extractor):

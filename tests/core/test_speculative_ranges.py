@@ -8,15 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from slm4ie_assets.assumed_counts import RangeCount
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.extractors.coleslaw import ColeslawExtractor
 from slm4ie_assets.extractors.conllu import ConlluExtractor
 from slm4ie_assets.extractors.discovery import discover
-from slm4ie_assets.extractors.extract_context import NeedsBefore, RangeCounts
+from slm4ie_assets.extractors.extract_context import SPECULATIVE, NeedsBefore, RangeCounts, RangeStart
 from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.jsonl import JsonlExtractor
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
+from slm4ie_assets.extractors.splitting import RangeStrategy
 from slm4ie_assets.extractors.text import TextExtractor
 from slm4ie_assets.part_writer import write_part_counted
 from slm4ie_assets.range_scheduler import run_pooled
@@ -48,9 +48,10 @@ def _conllu(docs: int) -> bytes:
 
 def test_only_formats_whose_ranges_cannot_depend_on_the_ranges_before_speculate():
     """text numbers every block by position; coleslaw and macocu hand on a carry."""
-    assert JsonlExtractor.splitter.speculates and ConlluExtractor.splitter.speculates
-    assert not TextExtractor.splitter.speculates
-    assert not ColeslawExtractor.splitter.speculates and not MacocuExtractor.splitter.speculates
+    speculate, chains = RangeStrategy.SPECULATION, RangeStrategy.CHAINS
+    assert JsonlExtractor.splitter.strategy is speculate and ConlluExtractor.splitter.strategy is speculate
+    assert TextExtractor.splitter.strategy is chains
+    assert ColeslawExtractor.splitter.strategy is chains and MacocuExtractor.splitter.strategy is chains
 
 
 @pytest.mark.parametrize("workers", [2, 3])
@@ -95,10 +96,10 @@ def test_a_speculative_attempt_that_needs_its_before_leaves_no_file(tmp_path, ro
     assert len(ranges) == 2
     store = DatasetStore(spec)
     clean = Shard("a%r0", (ranges[0],), "fp", 0)
-    meta, counts = write_part_counted(spec, JsonlExtractor(), clean, store, before=None)
+    meta, counts = write_part_counted(spec, JsonlExtractor(), clean, store, start=SPECULATIVE)
     assert meta.docs == counts.docs > 20 and not meta.warnings
     with pytest.raises(NeedsBefore):
-        write_part_counted(spec, JsonlExtractor(), Shard("a%r1", (ranges[1],), "fp", 0), store, before=None)
+        write_part_counted(spec, JsonlExtractor(), Shard("a%r1", (ranges[1],), "fp", 0), store, start=SPECULATIVE)
     assert sorted(p.name for p in store.parts.iterdir()) == sorted(
         p.name for p in (store.part_paths("a%r0").text, store.part_paths("a%r0").uids, store.part_paths("a%r0").meta))
 
@@ -115,27 +116,27 @@ def test_the_schedule_extracts_again_what_needs_its_before_and_hands_it_the_exac
     assert len(shards) > 12
     truth = [RangeCounts(docs=i + 1, lines=5 * i, drops=i % 3) for i in range(len(shards))]
     stops = {t for t in range(len(shards)) if t % 4 == 2}
-    kept: dict[int, RangeCounts | None] = {}
+    kept: dict[int, RangeStart] = {}
     counted: list[int] = []
 
-    def extract_task(task: int, before: RangeCounts | None) -> SimpleNamespace:
-        if before is None and task in stops:
-            return SimpleNamespace(counts=None, needs_before=True, pending=False)
+    def extract(task: int, shard: Shard, start: RangeStart) -> SimpleNamespace:
+        if start.speculative and task in stops:
+            return SimpleNamespace(counts=None, needs_before=True)
         assert task not in kept
-        kept[task] = before
-        return SimpleNamespace(counts=truth[task], needs_before=False, pending=False)
+        kept[task] = start
+        return SimpleNamespace(counts=truth[task], needs_before=False)
 
-    def count(file: InputFile) -> RangeCount:
+    def count(file: InputFile) -> RangeCounts:
         counted.append(file.range.index)
-        return RangeCount(truth[file.range.index], assumed=False)
+        return truth[file.range.index]
 
     with ThreadPoolExecutor(workers) as pool:
-        run_pooled(shards, list(range(len(shards))), lambda t, b, _p: pool.submit(extract_task, t, b),
-                   lambda f, _trusted: pool.submit(count, f), lambda t, r: None, workers, speculate=True)
+        run_pooled(shards, SimpleNamespace(extract=extract, count=count), pool, lambda t, r: None, workers,
+                   RangeStrategy.SPECULATION)
     assert sorted(kept) == list(range(len(shards)))
-    for task, before in kept.items():
-        want = sum(truth[:task], RangeCounts())
-        assert before is None or before == want, task
-        assert task not in stops or before == want, task
+    for task, start in kept.items():
+        want = RangeStart.after(sum(truth[:task], RangeCounts()))
+        assert start.speculative or start == want, task
+        assert task not in stops or start == want, task
     assert len(counted) == len(set(counted))
-    assert kept[0] == RangeCounts()  # the first range never speculates
+    assert kept[0] == RangeStart()  # the first range never speculates

@@ -15,12 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import slm4ie_assets.extractors.text as text_module
-from slm4ie_assets.assumed_counts import RangeCount
 from slm4ie_assets.catalog import DEFAULT_SPLIT_BYTES, CatalogError, load_catalog
 from slm4ie_assets.extractors.coleslaw import ShadowCarry
 from slm4ie_assets.extractors.conllu import ConlluExtractor
 from slm4ie_assets.extractors.discovery import discover
-from slm4ie_assets.extractors.extract_context import ExtractContext, RangeCounts
+from slm4ie_assets.extractors.extract_context import ExtractContext, RangeCounts, RangeStart
 from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.jsonl import JsonlExtractor
 from slm4ie_assets.extractors.registry import EXTRACTORS, get_extractor_class, make_extractor
@@ -343,18 +342,18 @@ def test_the_pool_schedule_hands_every_range_the_sum_of_the_ranges_before_it(tmp
     seen: dict[int, RangeCounts] = {}
     counted: list[int] = []
 
-    def extract(task: int, before: RangeCounts) -> SimpleNamespace:
-        seen[task] = before
+    def extract(task: int, shard: Shard, start: RangeStart) -> SimpleNamespace:
+        assert shard is shards[task] and not start.speculative
+        seen[task] = start.counts
         counts = None if task == len(shards) - 3 else truth[task]
-        return SimpleNamespace(counts=counts, needs_before=False, pending=False)
+        return SimpleNamespace(counts=counts, needs_before=False)
 
-    def count(file: InputFile) -> RangeCount:
+    def count(file: InputFile) -> RangeCounts:
         counted.append(file.range.index)
-        return RangeCount(truth[file.range.index], assumed=False)
+        return truth[file.range.index]
 
     with ThreadPoolExecutor(workers) as pool:
-        run_pooled(shards, list(range(len(shards))), lambda t, b, _p: pool.submit(extract, t, b),
-                   lambda f, _trusted: pool.submit(count, f), lambda t, r: None, workers)
+        run_pooled(shards, SimpleNamespace(extract=extract, count=count), pool, lambda t, r: None, workers)
     expected = RangeCounts()
     for task in range(len(shards)):
         assert seen[task] == expected, task
@@ -380,13 +379,12 @@ def test_split_files_that_keep_the_workers_busy_run_one_chain_each_without_count
     seen: dict[int, RangeCounts] = {}
     truth = {t: RangeCounts(docs=t + 1, lines=3 * t) for t in range(len(shards))}
 
-    def extract(task: int, before: RangeCounts) -> SimpleNamespace:
-        seen[task] = before
-        return SimpleNamespace(counts=truth[task], needs_before=False, pending=False)
+    def extract(task: int, shard: Shard, start: RangeStart) -> SimpleNamespace:
+        seen[task] = start.counts
+        return SimpleNamespace(counts=truth[task], needs_before=False)
 
     with ThreadPoolExecutor(2) as pool:
-        run_pooled(shards, list(range(len(shards))), lambda t, b, _p: pool.submit(extract, t, b),
-                   lambda f, _trusted: pool.submit(counted.append, f), lambda t, r: None, 2)
+        run_pooled(shards, SimpleNamespace(extract=extract, count=counted.append), pool, lambda t, r: None, 2)
     assert counted == []
     for task, shard in enumerate(shards):
         earlier = [t for t, s in enumerate(shards) if s.files[0].rel == shard.files[0].rel

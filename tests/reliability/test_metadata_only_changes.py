@@ -16,7 +16,7 @@ import pytest
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.extractors.registry import make_extractor
 from slm4ie_assets.input_stamps import InputChanged
-from slm4ie_assets.part_writer import write_part
+from slm4ie_assets.part_writer import write_part_counted
 from slm4ie_assets.pipeline import extract_and_publish, plan_dataset
 from slm4ie_assets.store import DatasetStore
 from support.files import read_jsonl, write_config, write_files
@@ -70,7 +70,8 @@ def write_with_change(tmp_path: Path, change, when: str):
             made.append(docs)
             change(path)
 
-    meta = write_part(spec, make_extractor(spec.extractor, spec.options), shard, DatasetStore(spec), progress)
+    meta, _counts = write_part_counted(spec, make_extractor(spec.extractor, spec.options), shard, DatasetStore(spec),
+                                      progress)
     assert made, "the change was made while the part was written"
     return spec, shard, meta
 

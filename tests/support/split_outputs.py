@@ -10,7 +10,7 @@ from pathlib import Path
 
 from slm4ie_assets.catalog import DatasetSpec, load_catalog
 from slm4ie_assets.extractors.drop_ledger import DropLedger
-from slm4ie_assets.extractors.extract_context import ExtractContext, RangeCounts
+from slm4ie_assets.extractors.extract_context import ExtractContext, RangeCounts, RangeStart
 from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.macocu.doc_cuts import plan_doc_cuts
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
@@ -73,7 +73,7 @@ def ranges_output(path: Path, cuts: tuple[int, ...], counted: bool) -> list:
     for file in range_files(InputFile(path, path.name), cuts):
         ledger = DropLedger()
         ledger.start_file(before.drops)
-        ctx = ExtractContext("d", path.parent, ledger, before=before)
+        ctx = ExtractContext("d", path.parent, ledger, start=RangeStart.after(before))
         docs = [(d.doc_id, d.text) for d in extractor.extract(file, ctx)]
         out += [docs, dict(ledger.counts), ledger.warnings]
         own = RangeCounts(len(docs), extractor.splitter.lines(file), ledger.total, 0, ctx.carry)
