@@ -15,7 +15,7 @@ which also produces the canonical error for broken folders.
 
 An Arrow file truncated in place while it is mapped would kill the process with SIGBUS as soon as
 a missing page is touched, with no message. So before each batch of rows is touched, the files it
-may live in are checked against their mapped sizes (`ArrowSplit.check_intact`), and one that shrank
+may live in are checked against their mapped sizes (`HfSplit.check_intact`), and one that shrank
 is that config's `read_failed`, naming the file (issue 34). A truncation in the few milliseconds
 between the check and the batch's copy can still raise SIGBUS: a pool worker's death then names
 its shard (worker_pool.WorkerDied).
@@ -41,10 +41,10 @@ _STATE_KEYS = {"_data_files", "_fingerprint", "_format_columns", "_format_kwargs
                "_output_all_columns", "_split"}
 
 
-class ArrowSplit:
-    """One split as the extractor reads it: schema, row count and row batches. `maps` are the
-    memory maps its table lives in (the fast path's, one per Arrow file in row order, holding
-    `rows_per_map` rows each), whose pages are let go after each batch."""
+class HfSplit:
+    """One hf split (a `Dataset` of a config) as the extractor reads it: schema, row count and row
+    batches. `maps` are the memory maps its table lives in (the fast path's, one per Arrow file in
+    row order, holding `rows_per_map` rows each), whose pages are let go after each batch."""
 
     def __init__(self, table, maps: tuple[mmap.mmap, ...] = (), rows_per_map: tuple[int, ...] = (),
                  names: tuple[str, ...] = (), files: tuple[tuple[str, int], ...] = ()):
@@ -148,8 +148,8 @@ def _plain_type(t) -> bool:
     return not pt.is_union(t)
 
 
-def load_split(folder: Path) -> ArrowSplit | None:
-    """A `Dataset` folder as an ArrowSplit, or None when only `datasets` can load it exactly."""
+def load_hf_split(folder: Path) -> HfSplit | None:
+    """A `Dataset` folder as an HfSplit, or None when only `datasets` can load it exactly."""
     state = _read_json(folder / "state.json")
     info = _read_json(folder / "dataset_info.json")
     if not isinstance(state, dict) or not isinstance(info, dict) or set(state) != _STATE_KEYS:
@@ -181,7 +181,7 @@ def load_split(folder: Path) -> ArrowSplit | None:
         return None
     if not all(_plain_type(f.type) for f in table.schema):
         return None
-    return ArrowSplit(table, maps, tuple(t.num_rows for t in tables), tuple(names))
+    return HfSplit(table, maps, tuple(t.num_rows for t in tables), tuple(names))
 
 
 def _map(path: Path) -> mmap.mmap:
@@ -189,22 +189,22 @@ def _map(path: Path) -> mmap.mmap:
         return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def load_folder(folder: Path) -> list[tuple[str | None, ArrowSplit]] | None:
-    """[(split name or None, split)] in `load_from_disk` order, or None to fall back to `datasets`."""
+def load_folder(folder: Path) -> list[tuple[str | None, HfSplit]] | None:
+    """[(split name or None, hf split)] in `load_from_disk` order, or None to fall back to `datasets`."""
     if (folder / "dataset_info.json").is_file() and (folder / "state.json").is_file():
-        split = load_split(folder)
-        return None if split is None else [(None, split)]
+        hf_split = load_hf_split(folder)
+        return None if hf_split is None else [(None, hf_split)]
     manifest = _read_json(folder / "dataset_dict.json")
     if not isinstance(manifest, dict) or set(manifest) != {"splits"} or not isinstance(manifest["splits"], list):
         return None
     if len(set(map(str, manifest["splits"]))) != len(manifest["splits"]):
         return None  # a repeated split name: `datasets` keeps the last one at the first's place
-    out: list[tuple[str | None, ArrowSplit]] = []
+    out: list[tuple[str | None, HfSplit]] = []
     for name in manifest["splits"]:
         if not isinstance(name, str) or not name or os.sep in name or name in (".", ".."):
             return None
-        split = load_split(folder / name)
-        if split is None:
+        hf_split = load_hf_split(folder / name)
+        if hf_split is None:
             return None
-        out.append((name, split))
+        out.append((name, hf_split))
     return out

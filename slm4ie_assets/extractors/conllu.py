@@ -13,32 +13,30 @@ import re
 from collections.abc import Iterator
 
 from ..schema import Annotations, Document, TextOverCap, sentence_text
+from .conllu_blocks import (
+    TEXT_COMMENT,
+    chunks,
+    leading_comments,
+    line_of,
+    split_blocks,
+    token_rows,
+    trim,
+)
 from .cuts import LINE_END, pattern_cut
 from .extract_context import ExtractContext
 from .input_file import InputFile
-from .reading import has_escapes, read_raw
+from .reading import has_escapes
 from .splitting import ByteSplitter
 from .tsv_metadata import TsvSidecarExtractor
 
-READ_SIZE = 1 << 20
 # under max_document_bytes, a sentence whose token rows pass this many characters is read in slices
 # of rows, so its fields are never all split at once (docs/memory.md)
 SLICE = 1 << 20
 SPACE_CACHE_LIMIT = 100_000  # distinct MISC strings remembered before the cache is cleared
-_UTF8_BOM = b"\xef\xbb\xbf"
 
-# D11/S4: a line of only spaces or tabs is a sentence boundary like an empty line.
-_BOUNDARY_BYTES = re.compile(rb"\n(?:[ \t]*\n)+")
-_BOUNDARY_SPLIT = re.compile(r"(\n(?:[ \t]*\n)+)")
-_LEADING_BLANK = re.compile(r"(?:[ \t]*\n)+")
-_TRAILING_BLANK = re.compile(r"(?:\n[ \t]*)+\Z")
-# S5: `#`, optional spaces, `newdoc`, then whitespace or end of line.
-_NEWDOC = re.compile(r"# *newdoc(?:\s|$)")
 # Where a range may start (docs/splitting.md): a blank line of spaces/tabs (D11), then a block whose
 # first line is a newdoc line (S5; ASCII whitespace only after it, a Unicode space just costs a cut).
 _NEWDOC_BLOCK = re.compile(rb"%s[ \t]*%s(?=# *newdoc(?:[ \t\n\r\f\v]|\Z))" % (LINE_END, LINE_END))
-_TEXT = "# text = "
-_SENT_ID = "# sent_id = "
 _NOT_SET = object()  # no id seen yet in this file: the document takes the file stem (ADDENDUM 5.3)
 
 _UNDERSCORE = {"_": None}
@@ -69,145 +67,6 @@ def newdoc_id(line: str) -> str | None:
     if not eq:
         return None
     return rest[1:] if rest.startswith(" ") else rest
-
-
-# ----------------------------------------------------------------------------- reading
-
-
-def _decode(data: bytes) -> tuple[str, bool]:
-    try:
-        return data.decode("utf-8"), False
-    except UnicodeDecodeError:
-        return data.decode("utf-8", "surrogateescape"), True
-
-
-def _chunks(file: InputFile) -> Iterator[tuple[str, bool, bool, int]]:
-    """(text, holds escaped invalid UTF-8, has a blank line of spaces/tabs, first line number):
-    runs of whole sentence blocks cut at a blank line, so no block straddles two chunks.
-    Newlines are normalised on the bytes (ADDENDUM 3.2: `\\r\\n` and a lone `\\r` end a line; `\\f`,
-    `\\v`, U+0085, U+2028 do not) and a BOM at the start of the file is removed (D8). A range of a
-    split file (it starts at a `# newdoc` line) numbers its lines from 1 too."""
-    carry = b""
-    line = 1
-    first = file.at_file_start
-    skip_lf = False  # the previous read ended in CR: a LF opening this read belongs to it
-    for chunk in read_raw(file, READ_SIZE):
-        if first:
-            first = False
-            if chunk.startswith(_UTF8_BOM):
-                chunk = chunk[3:]
-        if skip_lf and chunk.startswith(b"\n"):
-            chunk = chunk[1:]
-        skip_lf = False
-        if b"\r" in chunk:
-            skip_lf = chunk.endswith(b"\r")
-            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        # the carry holds no boundary we still need: search from its last line end only
-        start = max(0, carry.rfind(b"\n")) if carry else 0
-        data = carry + chunk if carry else chunk
-        cut = data.rfind(b"\n\n", start)
-        if cut >= 0:
-            after = cut + 2
-        else:
-            last = None
-            for last in _BOUNDARY_BYTES.finditer(data, start):  # noqa: B007 - the last match is the one kept
-                pass
-            if last is None:
-                carry = data  # no boundary yet: the block goes on
-                continue
-            cut, after = last.start(), last.end()
-        body = data[:cut]
-        yield _decode(body) + (b"\n " in body or b"\n\t" in body, line)
-        line += data.count(b"\n", 0, after)
-        carry = data[after:]
-    if carry:
-        yield _decode(carry) + (b"\n " in carry or b"\n\t" in carry, line)
-
-
-def _split_blocks(text: str, spaced: bool) -> tuple[list[str], list[str] | None]:
-    """The sentence blocks of a chunk, plus the separators when a blank line held spaces/tabs."""
-    if not spaced:
-        return text.split("\n\n"), None
-    parts = _BOUNDARY_SPLIT.split(text)
-    return parts[0::2], parts[1::2]
-
-
-def _line_of(chunk: tuple, index: int) -> int:
-    """Line number of block `index` of a chunk, computed only when a warning needs it."""
-    text, first_line, blocks, seps = chunk
-    offset = sum(map(len, blocks[:index]))
-    offset += 2 * index if seps is None else sum(map(len, seps[:index]))
-    return first_line + text.count("\n", 0, offset)
-
-
-# ----------------------------------------------------------------------------- blocks
-
-
-def _trim(block: str) -> tuple[int, str]:
-    """Blank lines at the start or the end of a block (only at the edges of a file or chunk):
-    (lines removed from the start, the rest); the rest is "" when nothing but blanks was left."""
-    lead = 0
-    if block[0] in " \t\n":
-        m = _LEADING_BLANK.match(block)
-        if m is not None:
-            lead = block.count("\n", 0, m.end())
-            block = block[m.end():]
-        if not block.strip(" \t"):
-            return lead, ""
-    if block[-1] in " \t\n":
-        m = _TRAILING_BLANK.search(block)
-        if m is not None:
-            block = block[: m.start()]
-    return lead, block
-
-
-def _leading_comments(block: str) -> tuple:
-    """The comment lines opening a block (ADDENDUM 5.2, 5.3; S5): (offset of the first token row,
-    comment lines read, the `# text = ` value, (index, line) of the first newdoc marker, (index,
-    value) of the first `# sent_id = `); None for what is absent."""
-    pos = k = 0
-    text = newdoc = sent = None
-    may_newdoc = "newdoc" in block
-    while block.startswith("#", pos):
-        nl = block.find("\n", pos)
-        if nl < 0:
-            nl = len(block)
-        if block.startswith(_TEXT, pos):
-            text = block[pos + 9: nl]
-        elif may_newdoc and newdoc is None and _NEWDOC.match(block, pos, nl):
-            newdoc = (k, block[pos:nl])
-        elif sent is None and block.startswith(_SENT_ID, pos):
-            sent = (k, block[pos + 12: nl])
-        pos = nl + 1
-        k += 1
-    return pos, k, text, newdoc, sent
-
-
-def _rows(region: str, first_line: int, text: str | None, file: InputFile,
-          ctx: ExtractContext) -> tuple[tuple | None, str | None]:
-    """Row by row: rows of at least 10 fields (fields beyond the 10th ignored); multiword
-    tokens and empty nodes skipped silently; a `# text = ` after the tokens still counts
-    (ADDENDUM 5.1, 5.2); short rows counted (D6). Returns the five kept columns (None when
-    no token row is left) and the sentence's `# text` value."""
-    rows = []
-    for n, line in enumerate(region.split("\n")):
-        if line.startswith("#"):
-            if line.startswith(_TEXT):
-                text = line[9:]
-            continue
-        fields = line.split("\t")
-        if len(fields) < 10:
-            ctx.drop("malformed_row", file, f"{len(fields)} tab-separated field(s), expected 10; row skipped",
-                     first_line + n)
-            continue
-        tid = fields[0]
-        if "-" in tid or "." in tid:
-            continue  # multiword token (1-2) or empty node (1.1): legitimate CoNLL-U
-        rows.append(fields)
-    if not rows:
-        return None, text
-    cols = list(zip(*rows, strict=False))  # rows may hold more than ten fields
-    return (cols[1], cols[2], cols[3], cols[5], cols[9]), text
 
 
 # ----------------------------------------------------------------------------- documents
@@ -278,7 +137,7 @@ class _FileReader:
             doc = self.doc = _Doc(newdoc_id(newdoc[1]))
             self.newdoc_seen = True  # S5: any newdoc switches the sent_id heuristic off
             if bad_here and doc.id is not None and has_escapes(doc.id):
-                doc.bad_id_line = _line_of(where, bi) + lead + newdoc[0]
+                doc.bad_id_line = line_of(where, bi) + lead + newdoc[0]
         elif sent is not None and not self.newdoc_seen:
             value = sent[1]
             dot = value.find(".")
@@ -291,23 +150,23 @@ class _FileReader:
                         out = self.finish()
                     self.doc = _Doc(prefix)
                 if bad_here and has_escapes(prefix):
-                    self.doc.bad_id_line = _line_of(where, bi) + lead + sent[0]
+                    self.doc.bad_id_line = line_of(where, bi) + lead + sent[0]
         return out
 
     def sentence(self, block: str, pos: int, k: int, text: str | None, bad_here: bool, where: tuple, bi: int,
                  lead: int) -> None:
         """Add the token rows of `block` from `pos` (after `k` comment lines) on: one split for the
-        whole sentence when every row has ten fields, row by row otherwise (`_rows`). `lead`: blank
+        whole sentence when every row has ten fields, row by row otherwise (`token_rows`). `lead`: blank
         lines trimmed from the start of the block, for line numbers."""
         if bad_here:
             n = next(n for n, line in enumerate(block.split("\n")) if has_escapes(line))
             self.ctx.drop("invalid_utf8", self.file, "invalid UTF-8 bytes; sentence skipped",
-                          _line_of(where, bi) + lead + n)
+                          line_of(where, bi) + lead + n)
             return
         # Token rows, split at once: each line end becomes a field of its own, so with
         # exactly ten fields per row every 11th element is "\n".
         if self.cap and len(block) - pos > SLICE:  # read in place: a copy of the rows would double them
-            self._sliced(block, pos, _line_of(where, bi) + lead + k, text)
+            self._sliced(block, pos, line_of(where, bi) + lead + k, text)
             return
         region = block[pos:] if pos else block
         nrows = region.count("\n") + 1
@@ -315,7 +174,7 @@ class _FileReader:
         ids = "".join(f[0::11])
         if (len(f) != 11 * nrows - 1 or f[10::11].count("\n") != nrows - 1 or "\n#" in region
                 or "-" in ids or "." in ids):
-            cols, text = _rows(region, _line_of(where, bi) + lead + k, text, self.file, self.ctx)
+            cols, text = token_rows(region, line_of(where, bi) + lead + k, text, self.file, self.ctx)
             if cols is None:
                 return
             forms, lemmas, upos, feats, misc = cols
@@ -337,21 +196,21 @@ class _FileReader:
         self.doc.texts.append(text if text else sentence_text(forms, space))
 
     def _columns(self, rows: str, first_line: int) -> tuple | None:
-        """The five kept columns of whole rows (one split when all are regular, else `_rows`)."""
+        """The five kept columns of whole rows (one split when all are regular, else `token_rows`)."""
         nrows = rows.count("\n") + 1
         f = rows.replace("\n", "\t\n\t").split("\t")
         ids = "".join(f[0::11])
         if (len(f) != 11 * nrows - 1 or f[10::11].count("\n") != nrows - 1 or "\n#" in rows or rows[:1] == "#"
                 or "-" in ids or "." in ids):
-            return _rows(rows, first_line, None, self.file, self.ctx)[0]
+            return token_rows(rows, first_line, None, self.file, self.ctx)[0]
         return f[1::11], f[2::11], f[3::11], f[5::11], f[9::11]
 
     def _sliced(self, region: str, pos: int, first_line: int, text: str | None) -> None:
         """`sentence` for token rows longer than SLICE under a cap: read in slices of whole rows, and
         counted only once its document passes the cap. Its `# text = ` is the last one among its
-        rows if any (as in `_rows`), else `text`; without one it is rebuilt from the forms. The rows
+        rows if any (as in `token_rows`), else `text`; without one it is rebuilt from the forms. The rows
         are `region[pos:]`."""
-        late = region.rfind("\n" + _TEXT, pos)
+        late = region.rfind("\n" + TEXT_COMMENT, pos)
         if late >= 0:
             end = region.find("\n", late + 1)
             text = region[late + 10: end if end >= 0 else len(region)]
@@ -445,20 +304,20 @@ class ConlluExtractor(TsvSidecarExtractor):
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         reader = _FileReader(self._space.__getitem__, file, ctx, self.tsv_row(file, ctx))
-        for text_chunk, bad, spaced, chunk_line in _chunks(file):
-            blocks, seps = _split_blocks(text_chunk, spaced)
+        for text_chunk, bad, spaced, chunk_line in chunks(file):
+            blocks, seps = split_blocks(text_chunk, spaced)
             where = (text_chunk, chunk_line, blocks, seps)
             for bi, block in enumerate(blocks):
                 if not block:
                     continue
                 lead = 0  # blank lines removed from the start of the block
                 if block[0] in " \t\n" or block[-1] in " \t\n":
-                    lead, block = _trim(block)
+                    lead, block = trim(block)
                     if not block:
                         continue
                 bad_here = bad and has_escapes(block)
                 if block[0] == "#":
-                    comments = _leading_comments(block)
+                    comments = leading_comments(block)
                     if comments[3] is not None or comments[4] is not None:
                         out = reader.boundary(comments, bad_here, where, bi, lead)
                         if out is not None:

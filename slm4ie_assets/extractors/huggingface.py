@@ -1,7 +1,7 @@
 """huggingface: Arrow datasets written by `save_to_disk()`, one per immediate subdirectory (config).
 
 ADDENDUM 4.5 with D4 (a blank key falls through), D7 (text must be a non-blank string), D18 (one
-config directory is one shard) and D20/S11 (dates and times become ISO-8601 strings at any depth;
+config directory is one shard) and D20/S11 (`arrow_values`: dates and times become ISO-8601 strings at any depth;
 a row holding bytes, Decimal or timedelta is skipped with a warning). Rows are read batch by batch
 from the memory-mapped Arrow data, never materialised as a whole.
 
@@ -11,19 +11,17 @@ A config over `split_bytes` becomes ranges of rows (`RowSplitter`, docs/splittin
 extractor class it names, and that must stay fast.
 """
 
-import datetime as dt
 import hashlib
 import os
 import stat
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from ..fswalk import is_copy_tool_name
 from ..schema import Document
 from ..type_names import a_type_name
-from .arrow_dir import ArrowSplit, load_folder, plan_row_cuts
+from .arrow_dir import HfSplit, load_folder, plan_row_cuts
+from .arrow_values import UnsupportedValue, converter, never_skipped
 from .base import Extractor, Fingerprint
 from .discovery import (
     NOT_UTF8,
@@ -43,66 +41,6 @@ from .splitting import Splitter
 NATURAL_ID_KEYS = ("id", "_id", "docid", "doc_id", "uid", "url")
 TEXT_COLUMN = "text"
 BATCH_ROWS = 1024
-
-
-class UnsupportedValue(ValueError):
-    """A value JSON cannot hold and D20/S11 does not convert (bytes, Decimal, timedelta, ...)."""
-
-
-_PLAIN = (str, int, float, bool, type(None))
-
-
-def jsonable(value: Any) -> Any:
-    """`value` with every datetime, date and time turned into its ISO-8601 string, at any depth
-    (S11: times as HH:MM:SS[.ffffff]); raises UnsupportedValue for what JSON cannot hold."""
-    if isinstance(value, _PLAIN):
-        return value
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):  # isoformat is ISO-8601 for all three
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        raise UnsupportedValue("bytes")
-    if isinstance(value, (Decimal, dt.timedelta)):
-        raise UnsupportedValue(type(value).__name__)
-    item = getattr(value, "item", None)  # numpy scalars (float16 comes out of Arrow this way)
-    if item is not None and type(value).__module__ == "numpy":
-        return jsonable(item())
-    raise UnsupportedValue(type(value).__name__)
-
-
-def _is_plain_type(t) -> bool:
-    """Arrow types whose Python values JSON holds as they are, so their columns need no walk."""
-    import pyarrow.types as pt
-
-    if (pt.is_string(t) or pt.is_large_string(t) or pt.is_integer(t) or pt.is_float32(t) or pt.is_float64(t)
-            or pt.is_boolean(t) or pt.is_null(t)):
-        return True
-    if pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t):
-        return _is_plain_type(t.value_type)
-    if pt.is_struct(t):
-        return all(_is_plain_type(t.field(i).type) for i in range(t.num_fields))
-    if pt.is_dictionary(t):
-        return _is_plain_type(t.value_type)
-    return False
-
-
-def _isoformat(value) -> str:
-    return value.isoformat()
-
-
-def _converter(t):
-    """How a column's values become JSON-ready: None when they already are, a bare isoformat for a
-    flat date/time column, the recursive `jsonable` otherwise."""
-    import pyarrow.types as pt
-
-    if _is_plain_type(t):
-        return None
-    if pt.is_timestamp(t) or pt.is_date(t) or pt.is_time(t):
-        return _isoformat
-    return jsonable
 
 
 def directory_fingerprint(path: Path) -> Fingerprint:
@@ -158,15 +96,15 @@ class RowSplitter(Splitter):
         if special_file(file.path) is not None:
             return (0, 0)  # opening a fifo would block: one shard, whose extraction reports it
         try:
-            splits = load_folder(file.path)
-            if splits is None:
+            hf_splits = load_folder(file.path)
+            if hf_splits is None:
                 return (0, 0)
-            return plan_row_cuts([s for _, arrow_split in splits for s in arrow_split.batch_sizes()], size, split_bytes)
+            return plan_row_cuts([s for _, hf_split in hf_splits for s in hf_split.batch_sizes()], size, split_bytes)
         except (OSError, ValueError, pa.ArrowException):  # planning never fails a dataset
             return (0, 0)
 
     def lines(self, file: InputFile) -> int:
-        """A config's "lines" are its rows: the range's (warnings name a row within its split)."""
+        """A config's "lines" are its rows: the range's (warnings name a row within its hf split)."""
         assert file.range is not None
         return file.range.cuts[file.range.index + 1] - file.range.start
 
@@ -179,12 +117,12 @@ class RowSplitter(Splitter):
         if file.range is None or special_file(file.path) is not None:
             return None
         try:
-            splits = load_folder(file.path)
-            if splits is None:
+            hf_splits = load_folder(file.path)
+            if hf_splits is None:
                 return None
             docs = 0
-            for _split, arrow_split, lo, hi, owns_start in _windows(splits, file):
-                kept = _clean_rows(arrow_split, lo, hi, owns_start)
+            for _name, hf_split, lo, hi, owns_start in _windows(hf_splits, file):
+                kept = _clean_rows(hf_split, lo, hi, owns_start)
                 if kept is None:
                     return None
                 docs += kept
@@ -234,12 +172,13 @@ class HuggingfaceExtractor(Extractor):
 
     def extract(self, file: InputFile, ctx: ExtractContext) -> Iterator[Document]:
         config = file.rel
-        for split, arrow_split, lo, hi, owns_start in _windows(self._splits(file, ctx), file):
-            prefix, where = (f"{config}:", "") if split is None else (f"{config}:{split}:", f"split {split!r} ")
-            yield from self._rows(arrow_split, prefix, where, file, ctx, lo, hi, owns_start)
+        for split_name, hf_split, lo, hi, owns_start in _windows(self._hf_splits(file, ctx), file):
+            prefix, where = ((f"{config}:", "") if split_name is None
+                             else (f"{config}:{split_name}:", f"split {split_name!r} "))
+            yield from self._rows(hf_split, prefix, where, file, ctx, lo, hi, owns_start)
 
-    def _splits(self, file: InputFile, ctx: ExtractContext) -> list:
-        """[(split name or None, ArrowSplit)]: read with pyarrow alone when that is provably what
+    def _hf_splits(self, file: InputFile, ctx: ExtractContext) -> list:
+        """[(split name or None, HfSplit)]: read with pyarrow alone when that is provably what
         `load_from_disk` gives (arrow_dir), else through `datasets` itself."""
         special = special_file(file.path)
         if special is not None:  # opening it would block for ever (a fifo) or read a device
@@ -254,8 +193,8 @@ class HuggingfaceExtractor(Extractor):
         if dataset is None:
             return []
         if isinstance(dataset, datasets.DatasetDict):
-            return [(split, _as_split(arrow_split)) for split, arrow_split in dataset.items()]
-        return [(None, _as_split(dataset))]
+            return [(split_name, _as_hf_split(hf_split)) for split_name, hf_split in dataset.items()]
+        return [(None, _as_hf_split(dataset))]
 
     @staticmethod
     def _load(file: InputFile, ctx: ExtractContext, datasets):
@@ -272,25 +211,25 @@ class HuggingfaceExtractor(Extractor):
                 datasets.enable_progress_bars()
 
     @staticmethod
-    def _rows(arrow_split, id_prefix: str, where: str, file: InputFile, ctx: ExtractContext, lo: int = 0,
+    def _rows(hf_split, id_prefix: str, where: str, file: InputFile, ctx: ExtractContext, lo: int = 0,
               hi: int | None = None, owns_start: bool = True) -> Iterator[Document]:
-        """The documents of rows [lo, hi) of one split (row indices within the split)."""
+        """The documents of rows [lo, hi) of one hf split (row indices within it)."""
         import pyarrow as pa
 
-        schema = arrow_split.schema
+        schema = hf_split.schema
         if TEXT_COLUMN not in schema.names:
-            if owns_start:  # counted once per split, by the range holding its first row
+            if owns_start:  # counted once per hf split, by the range holding its first row
                 ctx.drop("missing_text", file, f"{where}has no {TEXT_COLUMN!r} column; "
-                                               f"its {arrow_split.num_rows} row(s) skipped")
+                                               f"its {hf_split.num_rows} row(s) skipped")
             return
-        # The columns are fixed per split (the whole split's schema, in every range), so the id
+        # The columns are fixed per hf split (its whole schema, in every range), so the id
         # probe and the conversions are planned once.
         id_keys = tuple(k for k in NATURAL_ID_KEYS if k in schema.names)
-        converters = tuple((f.name, _converter(f.type)) for f in schema
-                           if f.name != TEXT_COLUMN and _converter(f.type) is not None)
+        converters = tuple((f.name, converter(f.type)) for f in schema
+                           if f.name != TEXT_COLUMN and converter(f.type) is not None)
         start = lo
         try:
-            for batch in arrow_split.batches(BATCH_ROWS, lo, hi):
+            for batch in hf_split.batches(BATCH_ROWS, lo, hi):
                 texts = batch.column(TEXT_COLUMN).to_pylist()
                 rest = batch.drop_columns([TEXT_COLUMN])
                 rows = rest.to_pylist()
@@ -321,40 +260,40 @@ class HuggingfaceExtractor(Extractor):
                                           f"{exc}); the rest of the split skipped")
 
 
-Window = tuple[str | None, ArrowSplit, int, int | None, bool]
+Window = tuple[str | None, HfSplit, int, int | None, bool]
 
 
-def _windows(splits: list, file: InputFile) -> Iterator[Window]:
-    """(split name, split, lo, hi, owns_start) for each split the range reads: its rows [lo, hi)
+def _windows(hf_splits: list, file: InputFile) -> Iterator[Window]:
+    """(split name, hf split, lo, hi, owns_start) for each hf split the range reads: its rows [lo, hi)
     (hi None: to the end) and whether the range holds the split's first row, i.e. its place in the
     unsplit order (an empty split belongs to the range starting at or before it). A whole config
     reads every split whole."""
     first, stop = (0, None) if file.range is None else (file.range.start, file.range.end)
     offset = 0
-    for name, arrow_split in splits:
+    for name, hf_split in hf_splits:
         owns_start = first <= offset and (stop is None or offset < stop)
-        lo = min(arrow_split.num_rows, max(0, first - offset))
-        hi = None if stop is None else max(0, min(arrow_split.num_rows, stop - offset))
-        if owns_start or lo < (arrow_split.num_rows if hi is None else hi):
-            yield name, arrow_split, lo, hi, owns_start
-        offset += arrow_split.num_rows
+        lo = min(hf_split.num_rows, max(0, first - offset))
+        hi = None if stop is None else max(0, min(hf_split.num_rows, stop - offset))
+        if owns_start or lo < (hf_split.num_rows if hi is None else hi):
+            yield name, hf_split, lo, hi, owns_start
+        offset += hf_split.num_rows
 
 
-def _clean_rows(arrow_split: ArrowSplit, lo: int, hi: int | None, owns_start: bool) -> int | None:
-    """How many of rows [lo, hi) of a split become documents, when provably none is skipped
+def _clean_rows(hf_split: HfSplit, lo: int, hi: int | None, owns_start: bool) -> int | None:
+    """How many of rows [lo, hi) of an hf split become documents, when provably none is skipped
     (`quick_count`); None when one may be."""
     import pyarrow.compute as pc
     import pyarrow.types as pt
 
-    if TEXT_COLUMN not in arrow_split.schema.names:
-        return None if owns_start else 0  # the split's `missing_text` warning is in this range
-    if any(f.name != TEXT_COLUMN and not _never_skipped(f.type) for f in arrow_split.schema):
+    if TEXT_COLUMN not in hf_split.schema.names:
+        return None if owns_start else 0  # the hf split's `missing_text` warning is in this range
+    if any(f.name != TEXT_COLUMN and not never_skipped(f.type) for f in hf_split.schema):
         return None
-    hi = arrow_split.num_rows if hi is None else hi
+    hi = hf_split.num_rows if hi is None else hi
     if hi <= lo:
         return 0
-    arrow_split.check_intact()  # the range's texts are touched at once below
-    texts = arrow_split.table.column(TEXT_COLUMN).slice(lo, hi - lo)
+    hf_split.check_intact()  # the range's texts are touched at once below
+    texts = hf_split.table.column(TEXT_COLUMN).slice(lo, hi - lo)
     if not (pt.is_string(texts.type) or pt.is_large_string(texts.type)) or texts.null_count:
         return None
     # a text whose first character is not whitespace is not blank; only the others are looked at
@@ -367,34 +306,17 @@ def _clean_rows(arrow_split: ArrowSplit, lo: int, hi: int | None, owns_start: bo
     return hi - lo
 
 
-def _never_skipped(t) -> bool:
-    """A column type none of whose values makes `jsonable` skip the row (D20, S11): plain values,
-    dates and times, float16, in lists, structs and maps of them at any depth (Arrow IPC reads at
-    most 64 levels, far below what the encoder handles)."""
-    import pyarrow.types as pt
-
-    if _is_plain_type(t) or pt.is_timestamp(t) or pt.is_date(t) or pt.is_time(t) or pt.is_float16(t):
-        return True
-    if pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t):
-        return _never_skipped(t.value_type)
-    if pt.is_struct(t):
-        return all(_never_skipped(t.field(i).type) for i in range(t.num_fields))
-    if pt.is_map(t):
-        return _never_skipped(t.key_type) and _never_skipped(t.item_type)
-    return False
-
-
-def _as_split(dataset) -> ArrowSplit:
-    """A loaded `datasets.Dataset` as the ArrowSplit the row reader takes: its table after
+def _as_hf_split(dataset) -> HfSplit:
+    """A loaded `datasets.Dataset` as the HfSplit the row reader takes: its table after
     `load_from_disk`'s own casts (`save_to_disk` flattens any indices mapping before writing), with
-    the sizes of the files it mapped, checked before each batch is touched (`ArrowSplit.check_intact`)."""
+    the sizes of the files it mapped, checked before each batch is touched (`HfSplit.check_intact`)."""
     files = []
     for entry in dataset.cache_files:
         try:
             files.append((entry["filename"], os.stat(entry["filename"]).st_size))
         except (OSError, KeyError, TypeError):
             continue
-    return ArrowSplit(dataset.data.table, files=tuple(files))
+    return HfSplit(dataset.data.table, files=tuple(files))
 
 
 def _drop_text(text, row_index: int, where: str, file: InputFile, ctx: ExtractContext) -> None:

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from slm4ie_assets.catalog import CatalogError, load_catalog
 from slm4ie_assets.extractors.base import ExtractorError
-from slm4ie_assets.extractors.conllu import READ_SIZE, ConlluExtractor
+from slm4ie_assets.extractors.conllu import ConlluExtractor
+from slm4ie_assets.extractors.conllu_blocks import READ_SIZE
 from slm4ie_assets.extractors.extract_context import ExtractContext
 from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.tsv_metadata import parse_tsv_config
