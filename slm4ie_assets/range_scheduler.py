@@ -150,10 +150,11 @@ def run_serial(shards: Sequence[Shard], work: RangeWork[OutcomeT], report: Calla
 
 @dataclass(frozen=True)
 class Extracting:
-    """In flight: shard `task`'s part."""
+    """In flight: shard `task`'s part, its range from `start`."""
 
     task: int
     file: InputFile
+    start: RangeStart
 
 
 @dataclass(frozen=True)
@@ -188,8 +189,7 @@ def run_pooled(shards: Sequence[Shard], work: RangeWork[OutcomeT], pool: Executo
             if isinstance(job, Counting):
                 in_flight[pool.submit(work.count, job.file)] = job
             else:
-                start = run.start_of(job)
-                in_flight[pool.submit(work.extract, job.task, shards[job.task], start)] = job
+                in_flight[pool.submit(work.extract, job.task, shards[job.task], job.start)] = job
 
     try:
         fill_slots()
@@ -221,7 +221,7 @@ class _PoolRun:
     start, shards waiting for the counts before them."""
 
     def __init__(self, shards: Sequence[Shard], strategy: RangeStrategy, workers: int):
-        self.shards, self.strategy = shards, strategy
+        self.shards = shards
         self.book = book = RangeBook(list(shard_inputs(shards)))
         self.chains = chains_per_file(shards, workers)
         speculate = strategy is RangeStrategy.SPECULATION
@@ -260,12 +260,9 @@ class _PoolRun:
             task = self.free.popleft()
         else:
             return None
-        return Extracting(task, self.shards[task].files[0])
-
-    def start_of(self, job: Extracting) -> RangeStart:
-        """Where the picked range starts: known, or (speculation) not yet."""
-        start = self.book.start(job.file)
-        return SPECULATIVE if start is None else start
+        file = self.shards[task].files[0]
+        start = self.book.start(file)
+        return Extracting(task, file, SPECULATIVE if start is None else start)  # None: only when speculating
 
     def stopped(self, job: Extracting) -> None:
         """A speculative range needs its counts: it waits for them, and so, the first time, do its
