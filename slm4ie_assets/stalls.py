@@ -80,9 +80,10 @@ class StallWatch:
         self._reported: set[int] = set()
 
     def check(self, in_flight: Iterable[int], now: float | None = None) -> None:
-        """Note what moved; report (once) or fail on what did not."""
+        """Note what moved among the shards being extracted (`in_flight`); report (once) or fail on
+        what did not."""
         now = time.monotonic() if now is None else now
-        flying = [t for t in in_flight if t >= 0]
+        flying = list(in_flight)
         for task in flying:
             numbers = self._counters.numbers(task)
             seen = self._seen.get(task)
