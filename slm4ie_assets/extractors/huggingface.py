@@ -103,12 +103,17 @@ class RowSplitter(Splitter):
         except (OSError, ValueError, pa.ArrowException):  # planning never fails a dataset
             return (0, 0)
 
-    def lines(self, file: InputFile) -> int:
-        """A config's "lines" are its rows: the range's (warnings name a row within its hf split)."""
+    def rows(self, file: InputFile) -> int:
+        """The rows of a range."""
         assert file.range is not None
         return file.range.cuts[file.range.index + 1] - file.range.start
 
-    def quick_count(self, file: InputFile, checked: bool = True) -> tuple[int, int] | None:
+    def lines(self, file: InputFile) -> int:
+        """What a range adds to the numbering of later ranges (`Splitter.lines`): a config numbers
+        rows, not lines (a warning names a row within its hf split), so its rows."""
+        return self.rows(file)
+
+    def quick_count(self, file: InputFile) -> tuple[int, int] | None:
         """(documents, rows) from Arrow buffers when provably no row is skipped: no null or blank
         text, every other column of values JSON holds (D20) and the encoder writes as they are (D1
         repairs nothing an Arrow column yields). Otherwise None: the count-only pass extracts."""
@@ -128,7 +133,7 @@ class RowSplitter(Splitter):
                 docs += kept
         except (OSError, ValueError, pa.ArrowException):  # the full pass decides and reports it
             return None
-        return docs, self.lines(file)
+        return docs, self.rows(file)
 
 
 class HuggingfaceExtractor(Extractor):

@@ -35,14 +35,14 @@ def check_every_edge(tmp_path: Path, extractor: str, files: dict[str, bytes], bi
     whole = extract(tmp_path / "whole", extractor, files, 0, metadata=metadata)
     assert whole.shards and len(whole.shards) == len(files)
     most = 1
-    for split in [*line_starts(files[big]), 1, 3, 17]:
-        got = extract(tmp_path / "split", extractor, files, split, metadata=metadata)
+    for split_bytes in [*line_starts(files[big]), 1, 3, 17]:
+        got = extract(tmp_path / "split", extractor, files, split_bytes, metadata=metadata)
         most = max(most, len(got.shards))
-        assert_same(got, whole, f"split_bytes={split}")
+        assert_same(got, whole, f"split_bytes={split_bytes}")
     assert most >= min_shards, "the file was split many times"
-    for split in (1, 40):
-        assert_same(extract(tmp_path / "pool", extractor, files, split, workers=2, metadata=metadata), whole,
-                    f"two workers, split_bytes={split}")
+    for split_bytes in (1, 40):
+        assert_same(extract(tmp_path / "pool", extractor, files, split_bytes, workers=2, metadata=metadata), whole,
+                    f"two workers, split_bytes={split_bytes}")
     return whole
 
 
@@ -67,8 +67,8 @@ def test_text_more_than_100_warnings_keeps_the_files_first_100(tmp_path):
     data = b"".join(b"blok %d\n\nslab \xff %d\n\n" % (i, i) for i in range(130))
     whole = extract(tmp_path / "whole", "text", {"x.txt": data}, 0)
     assert len(whole.warnings) == 100 and whole.manifest["drops"] == {"invalid_utf8": 130}
-    for split, workers in ((64, 1), (500, 2), (3000, 1)):
-        assert_same(extract(tmp_path / "s", "text", {"x.txt": data}, split, workers), whole, f"{split}")
+    for split_bytes, workers in ((64, 1), (500, 2), (3000, 1)):
+        assert_same(extract(tmp_path / "s", "text", {"x.txt": data}, split_bytes, workers), whole, f"{split_bytes}")
 
 
 # ----------------------------------------------------------------------------- jsonl (ADDENDUM 4.2)
@@ -127,10 +127,11 @@ def test_coleslaw_every_boundary_at_a_range_edge(tmp_path, caplog, monkeypatch):
         whole = extract(tmp_path / "whole", "coleslaw", files, 0)
         logged = [r.getMessage() for r in caplog.records]
         assert len(logged) == 4 and "6 record(s)" in logged[-1] and ":12:" in logged[2]
-        for split in [*line_starts(files["PISRS/a.jsonl"]), 1]:
+        for split_bytes in [*line_starts(files["PISRS/a.jsonl"]), 1]:
             caplog.clear()
-            assert_same(extract(tmp_path / "split", "coleslaw", files, split), whole, f"split_bytes={split}")
-            assert [r.getMessage() for r in caplog.records] == logged, f"split_bytes={split}"
+            got = extract(tmp_path / "split", "coleslaw", files, split_bytes)
+            assert_same(got, whole, f"split_bytes={split_bytes}")
+            assert [r.getMessage() for r in caplog.records] == logged, f"split_bytes={split_bytes}"
     assert_same(extract(tmp_path / "pool", "coleslaw", files, 50, workers=2), whole, "two workers")
     assert whole.manifest["drops"] == {"missing_text": 4}
 
@@ -303,12 +304,12 @@ def test_property_split_with_two_workers_equals_unsplit(tmp_path_factory, extrac
 
     @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                      HealthCheck.too_slow])
-    @given(files=sample.files, split=st.integers(1, 200))
-    def check(files, split):
+    @given(files=sample.files, split_bytes=st.integers(1, 200))
+    def check(files, split_bytes):
         root = tmp_path_factory.mktemp(extractor)
         whole = extract(root / "whole", extractor, files, 0)
-        got = extract(root / "split", extractor, files, split, 2)
-        assert_same(got, whole, f"split_bytes={split}")
+        got = extract(root / "split", extractor, files, split_bytes, 2)
+        assert_same(got, whole, f"split_bytes={split_bytes}")
         if got.sidecar is not None:
             assert gzip.decompress(got.sidecar).count(b"\n") == whole.manifest["docs"]
 

@@ -63,10 +63,10 @@ def check_every_cut(tmp_path: Path, files: dict[str, bytes], big: str, min_shard
     whole = extract(tmp_path / "whole", "macocu", files, 0)
     assert len(whole.shards) == len(files)
     most = 1
-    for split in [*doc_starts(files[big], around), *extra]:
-        got = extract(tmp_path / "split", "macocu", files, split)
+    for split_bytes in [*doc_starts(files[big], around), *extra]:
+        got = extract(tmp_path / "split", "macocu", files, split_bytes)
         most = max(most, len(got.shards))
-        assert_same(got, whole, f"split_bytes={split}")
+        assert_same(got, whole, f"split_bytes={split_bytes}")
     assert most >= min_shards, "the file was split"
     assert_same(extract(tmp_path / "pool", "macocu", files, 1, workers=2), whole, "2 workers")
     return whole
@@ -141,8 +141,8 @@ def test_files_that_stay_whole(tmp_path):
         assert plan_doc_cuts(path, len(data), 16) == (0, len(data)), name
         assert extractor.splitter.plan(InputFile(path, name), len(data), 16) == (0, len(data))
     whole = extract(tmp_path / "w", "macocu", cases, 0)
-    split = extract(tmp_path / "s", "macocu", cases, 16)
-    assert_same(split, whole, "stays whole") and len(split.shards) == len(cases)
+    ranged = extract(tmp_path / "s", "macocu", cases, 16)
+    assert_same(ranged, whole, "stays whole") and len(ranged.shards) == len(cases)
 
 
 def test_cuts_are_at_top_level_doc_starts_after_a_doc_end(tmp_path):
@@ -180,8 +180,8 @@ def test_more_than_100_undefined_entities_across_ranges(tmp_path):
     data = macocu_file(docs, head='<!DOCTYPE corpus SYSTEM "x.dtd">\n<corpus>\n', tail="\n</corpus>\n", sep="\n")
     whole = extract(tmp_path / "w", "macocu", {"a.xml": data}, 0)
     assert whole.manifest["drops"] == {"undefined_entity": 1} and "100 undefined" in whole.warnings[0]
-    for split, workers in ((300, 1), (1000, 2), (2500, 1), (4000, 2)):
-        assert_same(extract(tmp_path / "s", "macocu", {"a.xml": data}, split, workers), whole, f"{split}")
+    for split_bytes, workers in ((300, 1), (1000, 2), (2500, 1), (4000, 2)):
+        assert_same(extract(tmp_path / "s", "macocu", {"a.xml": data}, split_bytes, workers), whole, f"{split_bytes}")
 
 
 def test_an_earlier_ranges_namespace_error_names_a_later_parse_error(tmp_path):
@@ -193,8 +193,8 @@ def test_an_earlier_ranges_namespace_error_names_a_later_parse_error(tmp_path):
     data = macocu_file(docs, head="<corpus>\n", tail="\n</corpus>\n", sep="\n")
     whole = extract(tmp_path / "w", "macocu", {"a.xml": data}, 0)
     assert "Namespace prefix q" in whole.warnings[0] and whole.warnings[0].startswith("d/a.xml:3:")
-    for split, workers in ((40, 1), (40, 2), (150, 1), (150, 2)):
-        assert_same(extract(tmp_path / "s", "macocu", {"a.xml": data}, split, workers), whole, f"{split}")
+    for split_bytes, workers in ((40, 1), (40, 2), (150, 1), (150, 2)):
+        assert_same(extract(tmp_path / "s", "macocu", {"a.xml": data}, split_bytes, workers), whole, f"{split_bytes}")
 
 
 def test_huge_tree_retry_in_a_middle_range(tmp_path):
@@ -209,8 +209,8 @@ def test_huge_tree_retry_in_a_middle_range(tmp_path):
     data = macocu_file(docs, head="<corpus>\n", tail="\n</corpus>\n", sep="\n")
     whole = extract(tmp_path / "w", "macocu", {"a.xml": data}, 0)
     assert len(ids_of(whole)) == 7 and whole.manifest["drops"] == {"empty_text": 1}
-    for split, workers in ((60, 1), (60, 2), (len(data) // 2, 1)):
-        assert_same(extract(tmp_path / "s", "macocu", {"a.xml": data}, split, workers), whole, f"{split}")
+    for split_bytes, workers in ((60, 1), (60, 2), (len(data) // 2, 1)):
+        assert_same(extract(tmp_path / "s", "macocu", {"a.xml": data}, split_bytes, workers), whole, f"{split_bytes}")
 
 
 def test_a_namespace_error_before_a_limit_hit_stops_the_file_as_one_pass(tmp_path):
@@ -224,8 +224,8 @@ def test_a_namespace_error_before_a_limit_hit_stops_the_file_as_one_pass(tmp_pat
     whole = extract(tmp_path / "w", "macocu", {"a.xml": data}, 0)
     assert whole.manifest["drops"] == {"empty_text": 1, "xml_syntax_error": 1} and len(ids_of(whole)) == 4
     assert "Namespace prefix q" in whole.warnings[-1] and "kept the 4 document(s)" in whole.warnings[-1]
-    for split, workers in ((40, 1), (40, 2), (200, 2)):
-        assert_same(extract(tmp_path / "s", "macocu", {"a.xml": data}, split, workers), whole, f"{split}")
+    for split_bytes, workers in ((40, 1), (40, 2), (200, 2)):
+        assert_same(extract(tmp_path / "s", "macocu", {"a.xml": data}, split_bytes, workers), whole, f"{split_bytes}")
 
 
 def test_a_limit_hit_switches_the_rest_of_the_file_to_huge_tree(tmp_path):
@@ -237,8 +237,8 @@ def test_a_limit_hit_switches_the_rest_of_the_file_to_huge_tree(tmp_path):
     data = macocu_file(docs, head='<!DOCTYPE corpus SYSTEM "x.dtd">\n<corpus>\n', tail="\n</corpus>\n", sep="\n")
     whole = extract(tmp_path / "w", "macocu", {"a.xml": data}, 0)
     assert ids_of(whole) == ["deep", "w", "deep", "k", "deep"] and whole.manifest["drops"] == {"undefined_entity": 1}
-    for split, workers in ((1, 1), (1, 2), (3000, 2)):
-        assert_same(extract(tmp_path / "s", "macocu", {"a.xml": data}, split, workers), whole, f"{split}")
+    for split_bytes, workers in ((1, 1), (1, 2), (3000, 2)):
+        assert_same(extract(tmp_path / "s", "macocu", {"a.xml": data}, split_bytes, workers), whole, f"{split_bytes}")
     check_counted_equals_extracted(tmp_path, data, (1, 3000))
 
 
@@ -298,13 +298,13 @@ def macocu_files(draw) -> bytes:
 
 def test_property_split_equals_unsplit(tmp_path_factory):
     @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(data=macocu_files(), split=st.integers(1, 300), workers=st.sampled_from([1, 2]))
-    def check(data, split, workers):
+    @given(data=macocu_files(), split_bytes=st.integers(1, 300), workers=st.sampled_from([1, 2]))
+    def check(data, split_bytes, workers):
         root = tmp_path_factory.mktemp("macocu")
         files = {"x.xml": data, "y.xml": data}
         whole = extract(root / "whole", "macocu", files, 0)
-        assert_same(extract(root / "split", "macocu", files, split, workers), whole, f"split_bytes={split}")
-        check_counted_equals_extracted(root, data, (split,))
+        assert_same(extract(root / "split", "macocu", files, split_bytes, workers), whole, f"split_bytes={split_bytes}")
+        check_counted_equals_extracted(root, data, (split_bytes,))
 
     check()
 
@@ -312,10 +312,11 @@ def test_property_split_equals_unsplit(tmp_path_factory):
 @pytest.mark.long
 def test_property_split_equals_unsplit_long(tmp_path_factory):
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(data=macocu_files(), split=st.integers(1, 300))
-    def check(data, split):
+    @given(data=macocu_files(), split_bytes=st.integers(1, 300))
+    def check(data, split_bytes):
         root = tmp_path_factory.mktemp("macocu")
         whole = extract(root / "whole", "macocu", {"x.xml": data}, 0)
-        assert_same(extract(root / "split", "macocu", {"x.xml": data}, split), whole, f"split_bytes={split}")
+        got = extract(root / "split", "macocu", {"x.xml": data}, split_bytes)
+        assert_same(got, whole, f"split_bytes={split_bytes}")
 
     check()
