@@ -88,7 +88,7 @@ def part_stamp(paths: PartPaths, meta: PartMeta) -> PartStamp:
     return PartStamp(meta, _file_stamp(paths.text), _file_stamp(paths.annotations) if meta.has_annotations else None)
 
 
-def _cut(fh: BinaryIO, size: int) -> None:
+def _truncate(fh: BinaryIO, size: int) -> None:
     """Make `fh` end at `size` (a no-op when it does: truncating costs a metadata write)."""
     fh.flush()
     if os.fstat(fh.fileno()).st_size != size:
@@ -250,14 +250,14 @@ class VersionStager:
     def _rewind(self, shards: int) -> None:
         """Keep the first `shards` staged text parts and the sidecar groups within them (and drop
         what a stopped append left after them)."""
-        _cut(self._text, self._text_ends[shards - 1] if shards else 0)
+        _truncate(self._text, self._text_ends[shards - 1] if shards else 0)
         del self._stamps[shards:], self._text_ends[shards:]
         if self._side is not None:
             if self._member is not None and shards >= self._member.next:
                 return  # every range fed into the open member is kept: nothing to cut from the sidecar
             self._member = None  # a member fed in part goes with what follows the last whole group
             groups = sum(1 for g in self._groups[:len(self._side_ends)] if g.stop <= shards)
-            _cut(self._side, self._side_ends[groups - 1] if groups else 0)
+            _truncate(self._side, self._side_ends[groups - 1] if groups else 0)
             del self._side_ends[groups:]
 
     def _staged_files_are_ours(self) -> bool:
