@@ -72,6 +72,33 @@ def run(tool: str, args: list, env: dict, timeout: int = 300) -> subprocess.Comp
                           text=True, timeout=timeout)
 
 
+def run_side_by_side(*commands: tuple[str, list, dict], timeout: int = 300) -> list[subprocess.CompletedProcess]:
+    """Independent commands (tool, args, env) as concurrent processes, each exactly as `run` starts it:
+    most of a CLI's time is its start-up (imports, loading the definitions), so waiting for each in
+    turn only makes the test longer. Every command gets its own DAGSTER_HOME, so no two share an
+    instance's storage. Their results, in the order given."""
+    homes = [env.get("DAGSTER_HOME") for _, _, env in commands]
+    assert None not in homes and len(set(homes)) == len(homes), f"each command needs a home of its own: {homes}"
+    procs = [subprocess.Popen(["nice", str(VENV_BIN / tool), *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+             for tool, args, env in commands]
+    deadline = time.monotonic() + timeout
+    results = []
+    try:
+        for proc, (tool, args, _) in zip(procs, commands, strict=True):
+            try:
+                out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"{tool} {' '.join(args)} ran past {timeout}s") from None
+            results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return results
+
+
 def ok(res: subprocess.CompletedProcess) -> str:
     log = res.stdout + res.stderr
     assert res.returncode == 0, log[-6000:]
@@ -103,19 +130,25 @@ DATASETS = {"ann": {"extractor": "conllu", "domain": "test"}, "kas": {"extractor
 
 
 def test_dg_check_defs_and_list_defs_see_the_catalog(project):
-    env = cli_env(make_catalog(project, project / "raw", project / "out", DATASETS), make_home(project / "home"))
-    assert "All definitions loaded successfully" in ok(run("dg", ["check", "defs"], env))
+    catalog = make_catalog(project, project / "raw", project / "out", DATASETS)
+    # a bad catalog beside it (its own folder: make_catalog writes extract.yaml)
+    (project / "bad").mkdir()
+    bad = make_catalog(project / "bad", project / "raw", project / "out", {"kas": {"extractor": "text"}})
+    checked, listed_json, listed_table, res = run_side_by_side(
+        ("dg", ["check", "defs"], cli_env(catalog, make_home(project / "home"))),
+        ("dg", ["list", "defs", "--json"], cli_env(catalog, make_home(project / "home_json"))),
+        ("dg", ["list", "defs"], cli_env(catalog, make_home(project / "home_table"))),
+        ("dg", ["check", "defs"], cli_env(bad, make_home(project / "home_bad"))))
+    assert "All definitions loaded successfully" in ok(checked)
 
-    listed = json.loads(run("dg", ["list", "defs", "--json"], env).stdout)
+    listed = json.loads(listed_json.stdout)
     keys = {a["asset_key"] for a in listed["assets"]}
     ours = {"extracted/ann", "shards/ann", "extracted/kas", "shards/kas"}
     assert ours <= keys and all(k.split("/")[0] in ("extracted", "shards", "raw") for k in keys), keys
-    table = ok(run("dg", ["list", "defs"], env))  # what a person reads
+    table = ok(listed_table)  # what a person reads
     assert all(key in table for key in ours) and "raw_kas_sensor" in table
 
-    # a bad catalog fails the check at load, with the catalog's own message
-    bad = make_catalog(project, project / "raw", project / "out", {"kas": {"extractor": "text"}})
-    res = run("dg", ["check", "defs"], cli_env(bad, project / "home"))
+    # the bad catalog fails the check at load, with the catalog's own message
     assert res.returncode != 0
     assert "datasets.kas.domain: missing" in res.stdout + res.stderr
 
@@ -125,15 +158,17 @@ def test_dg_launch_publishes_the_same_bytes_as_the_literal_dagster_command(proje
     # the literal command as the README has it (the venv's start-up hook supplies the module), into a/
     literal = make_home(project / "a" / "home").parent
     env_literal = cli_env(make_catalog(literal, raw, literal / "out", DATASETS), literal / "home")
-    ok(run("dagster", ["asset", "materialize", "--select", "extracted/ann"], env_literal))
-    expected = published(literal / "out", "ann")
-    assert {"ann.jsonl", "ann.annotations.jsonl.gz", "manifest"} <= expected.keys()
-
-    # dg into b/, over the same raw files
+    # dg into b/, over the same raw files; the two first runs side by side (each its own home and out/)
     root = make_home(project / "b" / "home").parent
     out = root / "out"
     env = cli_env(make_catalog(root, raw, out, DATASETS), root / "home")
-    log = ok(run("dg", ["launch", "--assets", "extracted/ann"], env))
+    by_literal, by_dg = run_side_by_side(("dagster", ["asset", "materialize", "--select", "extracted/ann"],
+                                          env_literal), ("dg", ["launch", "--assets", "extracted/ann"], env))
+    ok(by_literal)
+    expected = published(literal / "out", "ann")
+    assert {"ann.jsonl", "ann.annotations.jsonl.gz", "manifest"} <= expected.keys()
+
+    log = ok(by_dg)
     assert "RUN_SUCCESS" in log and "2 to extract" in log
     assert published(out, "ann") == expected
     assert not (out / "kas.jsonl").exists()  # only the selected dataset ran
