@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -360,8 +361,20 @@ def test_a_shard_backfill_fans_out_into_concurrent_runs_and_publishes_once(postg
     reference = fan_out_project(tmp_path / "serial", max_shards_per_run=0)
     ref_home = tmp_path / "serial_home"
     instance_config(ref_home)
-    cli_materialize(reference, ref_home, f"extracted/{FAN_KEY}")
+    # the serial reference runs in its own process (own folders, own sqlite home) while the webserver
+    # starts and the fan-out runs; its result is awaited before the bytes are compared
+    with ThreadPoolExecutor(max_workers=1) as side:
+        serial_run = side.submit(cli_materialize, reference, ref_home, f"extracted/{FAN_KEY}")
+        _fan_out_and_publish_once(postgres, tmp_path, monkeypatch)
+        serial_run.result()
+    got = {p.name: p.read_bytes() for p in (tmp_path / "fan" / "out").iterdir() if not p.name.startswith(".")}
+    want = {p.name: p.read_bytes() for p in (tmp_path / "serial" / "out").iterdir() if not p.name.startswith(".")}
+    assert sorted(got) == sorted(want) == [f"{FAN_KEY}.annotations.jsonl.gz", f"{FAN_KEY}.jsonl"]
+    assert got == want
 
+
+def _fan_out_and_publish_once(postgres, tmp_path: Path, monkeypatch) -> None:
+    """The fan-out half of the test above, on Postgres: backfill, concurrency, exactly one publish."""
     home, creds = postgres_home(postgres, tmp_path, "slm4ie_fanout", monkeypatch)
     cfg = fan_out_project(tmp_path / "fan")
     env = dagster_env(cfg, home, **creds, DAGSTER_EVENT_BATCH_SIZE="1000")
@@ -418,7 +431,3 @@ def test_a_shard_backfill_fans_out_into_concurrent_runs_and_publishes_once(postg
         assert instance.get_materialized_partitions(AssetKey(["shards", FAN_KEY])) == set(keys)
     finally:
         instance.dispose()
-    got = {p.name: p.read_bytes() for p in (tmp_path / "fan" / "out").iterdir() if not p.name.startswith(".")}
-    want = {p.name: p.read_bytes() for p in (tmp_path / "serial" / "out").iterdir() if not p.name.startswith(".")}
-    assert sorted(got) == sorted(want) == [f"{FAN_KEY}.annotations.jsonl.gz", f"{FAN_KEY}.jsonl"]
-    assert got == want
