@@ -152,6 +152,7 @@ def run_every_mutation_point(tmp_path: Path, key: str, docs: int, stride: int, s
     return total
 
 
+@pytest.mark.slow  # 19-28 s in CI: with the mark, make test starts its file among the long ones (tests/conftest.py)
 def test_sigkill_before_sampled_file_system_mutations(tmp_path, record_property):
     """A seeded sample (every 6th) of the mutation points of an old -> new jsonl run: archive
     unpacking, parts with a sidecar, a vanished and a new shard, publish."""
