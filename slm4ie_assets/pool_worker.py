@@ -46,7 +46,7 @@ class PartWork:
 
     def extract(self, task: int, shard: Shard, start: RangeStart) -> PartOutcome:
         """Write shard `task`'s part (a range continuing from `start`) under its shard lock."""
-        context = current() if self.here is None else self.here.context
+        context = self._context()
         context.mark_started(task)
         extractor = context.extractor(self.spec)
         store = DatasetStore(self.spec)
@@ -59,9 +59,12 @@ class PartWork:
 
     def count(self, file: InputFile) -> RangeCounts:
         """The count-only pass over one range of a split file (nothing is written)."""
-        extractor = (current() if self.here is None else self.here.context).extractor(self.spec)
+        extractor = self._context().extractor(self.spec)
         with self._timed("count"):
             return count_range(self.spec, extractor, file)
+
+    def _context(self) -> WorkerContext:
+        return current() if self.here is None else self.here.context
 
     def _timed(self, stage: str) -> AbstractContextManager[None]:
         return nullcontext() if self.here is None else self.here.clock.timed(stage)
