@@ -138,7 +138,3 @@ class ExtractContext:
         self.ledger.add(reason, text)
         if self._on_warning is not None:
             self._on_warning(text)
-
-    def drop_at_file_line(self, reason: str, file: InputFile, message: str, line: int | str | None = None) -> None:
-        """`drop` for a reader whose lines are already the file's."""
-        self.drop(reason, file, message, FileLine.of(line))

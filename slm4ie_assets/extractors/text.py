@@ -211,13 +211,11 @@ def count_documents(file: InputFile) -> tuple[int, int] | None:
     return docs, lines
 
 
-def count_blocks(file: InputFile, chunk: int = 1 << 22, checked: bool = True) -> tuple[int, int] | None:
+def count_blocks(file: InputFile, chunk: int = 1 << 22) -> tuple[int, int] | None:
     """`count_documents` on the raw bytes, about 1.3x as fast (docs/splitting.md: the count-only
     pass is most of what splitting costs): the bytes are only checked as UTF-8, never decoded into
     text, and the separators are found by `_SEPARATOR_BYTES`. A file with a `\r` (other line ends,
-    which decoding turns into `\n`) is counted by `count_documents`. `checked` False skips the
-    UTF-8 check (two thirds of the time): the counts then hold only if the range is valid UTF-8,
-    which its own extraction proves (an assumed count, docs/splitting.md)."""
+    which decoding turns into `\n`) is counted by `count_documents`."""
     first = file.at_file_start
     carry = b""
     docs = lines = 0
@@ -235,15 +233,14 @@ def count_blocks(file: InputFile, chunk: int = 1 << 22, checked: bool = True) ->
             continue
         pos = 0
         try:
-            if checked:
-                codecs.utf_8_decode(memoryview(buf)[:end], "strict", True)  # a check: no copy of the slice
+            codecs.utf_8_decode(memoryview(buf)[:end], "strict", True)  # a check: no copy of the slice
             for m in _SEPARATOR_BYTES.finditer(buf, 0, end):
                 # between two separators a block is never blank (the regex is greedy): only the first
                 # block of a buffer (the start of the range, or the carry) needs a look
                 if pos or not _blank(buf[:m.start()]):
                     docs += 1
                 pos = m.end()
-        except UnicodeDecodeError:  # checked, or a block it had to look at: not UTF-8
+        except UnicodeDecodeError:  # not UTF-8
             return None  # which blocks are dropped takes the full pass
         carry = buf[pos:]
     try:

@@ -147,11 +147,12 @@ def _split_text(version: str, bad_every: int = 0) -> bytes:
 
 
 @pytest.mark.parametrize("bad_every", [0, 900])
-def test_sigkill_while_text_ranges_wait_on_assumed_counts(tmp_path, bad_every):
-    """Two workers on one text file in many ranges: the ranges after the first chain are written from
-    counts taken on trust, their metas pending (docs/splitting.md, "Assumed counts"; with invalid bytes
-    some of those counts are wrong). Killed at random moments, the published pair is always a whole
-    version, and the next run publishes the new one's bytes, those of one unsplit worker, with no leftover."""
+def test_sigkill_while_two_chains_write_text_ranges(tmp_path, bad_every):
+    """Two workers on one text file in many ranges: the second chain starts from the counts of a
+    count-only pass while the first chain writes its parts (docs/splitting.md; with invalid bytes some
+    blocks are dropped, so a range's counts depend on every earlier one). Killed at random moments, the
+    published pair is always a whole version, and the next run publishes the new one's bytes, those of
+    one unsplit worker, with no leftover."""
     versions = {}
     for version in ("old", "new"):
         ref = tmp_path / f"ref-{version}"

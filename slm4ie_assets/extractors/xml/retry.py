@@ -25,7 +25,7 @@ from typing import Protocol
 from lxml import etree
 
 from ...schema import Document
-from ..extract_context import ExtractContext
+from ..extract_context import ExtractContext, FileLine
 from ..input_file import InputFile
 from .errors import first_error, is_resource_limit, reason_for
 from .events import Span, next_careful
@@ -70,7 +70,7 @@ class DropGate:
     def __call__(self, reason: str, message: str, line: Line = None) -> None:
         self.seen += 1
         if self.seen > self.replayed:
-            self.ctx.drop_at_file_line(reason, self.file, message, line)
+            self.ctx.drop(reason, self.file, message, FileLine.of(line))
 
 
 class Retrying:
@@ -138,8 +138,8 @@ class Retrying:
             return True
         if self.reports_stop():
             kept = self.kept_before + self.delivered
-            self.ctx.drop_at_file_line(reason_for(code), self.file,
-                                       stop_message(message, kept, extraction.in_progress()), line)
+            self.ctx.drop(reason_for(code), self.file,
+                          stop_message(message, kept, extraction.in_progress()), FileLine.of(line))
         self.stopped()
         return False
 
