@@ -45,12 +45,12 @@ demo: venv
 lint: venv
 	$(BIN)/ruff check slm4ie_assets tests bench examples tools
 	$(BIN)/mypy slm4ie_assets
-	$(BIN)/python -m slm4ie_assets.catalog_schema --check
+	$(BIN)/python -m slm4ie_assets.catalog.json_schema --check
 
-# schemas/extract.schema.json is generated from slm4ie_assets/catalog_fields.py and the extractor
+# schemas/extract.schema.json is generated from slm4ie_assets/catalog/fields.py and the extractor
 # registry: rewrite it after changing either (lint and tests/core/test_catalog_schema.py refuse a stale one).
 schema: venv
-	$(BIN)/python -m slm4ie_assets.catalog_schema
+	$(BIN)/python -m slm4ie_assets.catalog.json_schema
 
 # Three pytest processes (pytest-xdist; a test module stays in one, so its fixtures are set up once):
 # most of the slow tests wait on subprocesses, daemons and polls. With two, a fresh-clone CI run on

@@ -103,13 +103,13 @@ def main() -> None:
         materialize,
     )
 
-    from slm4ie_assets.assets import SHARD_EVENT_LIMIT, extracted_key, partitions_name
     from slm4ie_assets.catalog import load_catalog
-    from slm4ie_assets.checks import inspect_published
+    from slm4ie_assets.dagster_layer.assets import SHARD_EVENT_LIMIT, extracted_key, partitions_name
+    from slm4ie_assets.dagster_layer.checks import inspect_published
+    from slm4ie_assets.dagster_layer.io_manager import ExtractIOManager
+    from slm4ie_assets.dagster_layer.resources import ExtractSettings
     from slm4ie_assets.definitions import build_definitions
-    from slm4ie_assets.io_manager import ExtractIOManager
-    from slm4ie_assets.resources import ExtractSettings
-    from slm4ie_assets.shards import list_shards
+    from slm4ie_assets.planning.shards import list_shards
 
     catalog = load_catalog(cfg)
     spec = catalog.dataset("bulk")

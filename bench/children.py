@@ -43,7 +43,7 @@ def _spec(yaml_path: str, key: str, split_bytes: int):
 
 def reap_pool_workers() -> None:
     """Stop this process's forkserver and reap it. The pool's workers are its children
-    (slm4ie_assets/worker_pool.py): reaped, their CPU seconds reach this process's rusage and so the
+    (slm4ie_assets/engine/worker_pool.py): reaped, their CPU seconds reach this process's rusage and so the
     parent's os.wait4; an exiting server left unreaped takes them out of the measurement. A private
     call of multiprocessing, fine in a bench."""
     from multiprocessing import forkserver
@@ -65,10 +65,10 @@ def child_extract(yaml_path: str, key: str, workers: int, split_bytes: int) -> N
 
 def _documents(spec, encode: bool):
     """Every document of the dataset's files (unsplit), optionally encoded as the part writer does."""
-    from slm4ie_assets.document_encoder import Drop, encode_document
     from slm4ie_assets.extractors.drop_ledger import DropLedger
     from slm4ie_assets.extractors.extract_context import ExtractContext
     from slm4ie_assets.extractors.registry import make_extractor
+    from slm4ie_assets.parts.document_encoder import Drop, encode_document
 
     ex = make_extractor(spec.extractor, spec.options)
     ex.prepare(spec.raw_dir)
@@ -109,7 +109,7 @@ def child_profile(yaml_path: str, key: str, with_parse: bool) -> None:
 
 def _sidecar_compression(side: Path) -> dict:
     """CPU seconds of compressing the sidecar's bytes again as gzipio does, and its size vs gzip -9."""
-    from slm4ie_assets.gzipio import LEVEL, new_compressor
+    from slm4ie_assets.utils.gzipio import LEVEL, new_compressor
 
     if not side.exists():
         return {}

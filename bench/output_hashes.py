@@ -64,7 +64,7 @@ def _shard_run(config: str, key: str, first: int, end: int) -> None:
     """One fan-out run: the shards [first, end) of the dataset, parts only (no publish)."""
     from slm4ie_assets.catalog import load_catalog
     from slm4ie_assets.pipeline import ShardBatch, extract_shard_batch
-    from slm4ie_assets.shards import list_shards
+    from slm4ie_assets.planning.shards import list_shards
 
     catalog = load_catalog(Path(config))
     spec = catalog.dataset(key)
@@ -74,9 +74,9 @@ def _shard_run(config: str, key: str, first: int, end: int) -> None:
 
 def extract_fanned_out(catalog, key: str, runs: int) -> None:
     """`runs` shard runs at once in separate processes, then one publish from their parts."""
-    from slm4ie_assets.locks import dataset_lock
     from slm4ie_assets.pipeline import extract_dataset, lock_path, unpack
-    from slm4ie_assets.shards import list_shards
+    from slm4ie_assets.planning.shards import list_shards
+    from slm4ie_assets.store.locks import dataset_lock
 
     spec = catalog.dataset(key)
     with dataset_lock(lock_path(spec), key):

@@ -3,7 +3,7 @@
     python -m bench.pool_start [--workers 2,16]
 
 Each measurement is a fresh process (`--child METHOD N`) that opens a pool of N workers of the
-start method, as slm4ie_assets/worker_pool.py does for forkserver (preloading what it preloads),
+start method, as slm4ie_assets/engine/worker_pool.py does for forkserver (preloading what it preloads),
 gives every worker a task that imports what an extraction task needs, and reports the wall
 seconds until all tasks are done and the CPU seconds of the workers (reaped: a forkserver is
 stopped first, so its children's CPU reaches this process).
@@ -24,14 +24,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _task(_: int) -> int:
-    import slm4ie_assets.pool_worker  # noqa: F401  (already there in a preloaded forkserver worker)
+    import slm4ie_assets.engine.pool_worker  # noqa: F401  (already there in a preloaded forkserver worker)
 
     return os.getpid()
 
 
 def child(method: str, workers: int) -> None:
     sys.path.insert(0, str(REPO))
-    from slm4ie_assets.pool_server import PRELOAD
+    from slm4ie_assets.engine.pool_server import PRELOAD
 
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":

@@ -15,7 +15,7 @@ and calls `extract_dataset(force=True)`, so imports, pool start-up, planning and
 in the wall time; the parent hashes the output after the child's clock stops. The runs of a case
 are interleaved (1w, 2w, 1w, 2w, ...), so a drift in the machine's speed reaches both sides of
 every ratio. The child reports the pipeline's own stage clock (`RunReport.stage_seconds`, see
-pipeline_clock.py): the serial stages (plan, pool start, the publish tail after the last part)
+engine/stage_clock.py): the serial stages (plan, pool start, the publish tail after the last part)
 in wall seconds, and the pooled ones (count, extract) in worker seconds summed over the workers.
 The parent adds CPU seconds of the whole process tree (os.wait4), the peak RSS of its largest
 process, and checks that the published bytes equal the baseline's.
@@ -145,7 +145,7 @@ def child(yaml_path: str, workers: int) -> None:
     sys.path.insert(0, str(REPO))
     from bench.children import reap_pool_workers
     from slm4ie_assets.catalog import load_catalog
-    from slm4ie_assets.pool_server import start_early
+    from slm4ie_assets.engine.pool_server import start_early
 
     catalog = load_catalog(yaml_path)
     start_early(workers)  # as `slm4ie extract` does, before it imports the pipeline

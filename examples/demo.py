@@ -26,7 +26,7 @@ def main() -> int:
         print("\ndemo: the run failed (log above)", file=sys.stderr)
         return res.returncode
     from slm4ie_assets.catalog import load_catalog
-    from slm4ie_assets.store import DatasetStore
+    from slm4ie_assets.store.dataset_store import DatasetStore
 
     catalog = load_catalog(CONFIG)
     print(f"\nPublished under {catalog.output_dir.relative_to(ROOT)}/:")

@@ -6,15 +6,15 @@ where Dagster allows it (user_errors.config_error_at_load).
 
 from dagster import Definitions, in_process_executor
 
-from .assets import build_extracted_asset, build_shards_asset
 from .catalog import Catalog, CatalogError, load_catalog
-from .checks import build_extracted_checks
-from .io_manager import ExtractIOManager
-from .lineage import build_raw_asset
-from .resources import ExtractSettings
-from .schedules import build_schedules
-from .sensors import build_automation_sensor, build_raw_sensor, build_stale_run_sensor
-from .user_errors import config_error_at_load
+from .dagster_layer.assets import build_extracted_asset, build_shards_asset
+from .dagster_layer.checks import build_extracted_checks
+from .dagster_layer.io_manager import ExtractIOManager
+from .dagster_layer.lineage import build_raw_asset
+from .dagster_layer.resources import ExtractSettings
+from .dagster_layer.schedules import build_schedules
+from .dagster_layer.sensors import build_automation_sensor, build_raw_sensor, build_stale_run_sensor
+from .dagster_layer.user_errors import config_error_at_load
 
 
 def build_definitions(catalog: Catalog | None = None) -> Definitions:

@@ -11,33 +11,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .assembly import VersionStager
 from .catalog import Catalog, DatasetSpec
-from .extractors.registry import get_extractor_class, make_extractor
-from .extractors.splitting import RangeStrategy
-from .held_inputs import HeldBack, hold_back
-from .input_stamps import InputChanged
-from .locked_parts import PartOutcome, outcome_message
-from .locks import LockTimeout, dataset_lock
-from .manifest import Manifest
-from .part_meta import PartMeta, merged_drops
-from .pipeline_clock import StageClock
-from .pool_server import effective_workers
-from .pool_worker import InProcess, PartWork
-from .progress import (
+from .engine.pool_server import effective_workers
+from .engine.pool_worker import InProcess, PartWork
+from .engine.progress import (
     ProgressBoard,
     ShardCounters,
     progress_interval,
     sampling_period,
     summary_table,
 )
-from .publish import current_metas, publish
-from .range_scheduler import run_pooled, run_serial
-from .shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
-from .stalls import POLL_SECONDS
-from .store import DatasetStore
-from .worker_context import WorkerContext
-from .worker_pool import TimedPool, open_pool
+from .engine.range_scheduler import run_pooled, run_serial
+from .engine.stage_clock import StageClock
+from .engine.stalls import POLL_SECONDS
+from .engine.worker_context import WorkerContext
+from .engine.worker_pool import TimedPool, open_pool
+from .extractors.registry import get_extractor_class, make_extractor
+from .extractors.splitting import RangeStrategy
+from .parts.locked import PartOutcome, outcome_message
+from .planning.held_inputs import HeldBack, hold_back
+from .planning.input_stamps import InputChanged
+from .planning.shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
+from .store.assembly import VersionStager
+from .store.dataset_store import DatasetStore
+from .store.locks import LockTimeout, dataset_lock
+from .store.manifest import Manifest
+from .store.part_meta import PartMeta, merged_drops
+from .store.publish import current_metas, publish
 
 if TYPE_CHECKING:  # imported when unpacking, not by every pool worker
     from .archives import ArchiveReport
@@ -62,8 +62,8 @@ class DatasetPlan:
     workers: int = 1
     unreadable: list[str] = field(default_factory=list)  # D6: "<key>/<entry> [unreadable_path]"
     progress_seconds: float | None = None  # between progress lines; None: progress.progress_interval()
-    clock: StageClock = field(default_factory=StageClock)  # seconds per stage (pipeline_clock.py)
-    held: list[str] = field(default_factory=list)  # shard keys left out: files still arriving (held_inputs.py)
+    clock: StageClock = field(default_factory=StageClock)  # seconds per stage (engine/stage_clock.py)
+    held: list[str] = field(default_factory=list)  # shard keys left out: files still arriving (planning/held_inputs.py)
     arriving: str = ""  # a few of those files' names, for the log
 
 
@@ -92,7 +92,7 @@ def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
                  archive_drops: Sequence[str] = (), hold_arriving: bool = False) -> DatasetPlan:
     """`archive_drops`: the ledger lines of the unpack before it (`ArchiveReport.drops`).
     `hold_arriving` (a run a sensor started, never forced): leave out the shards whose files are
-    still arriving (held_inputs.py), so only whole files are published."""
+    still arriving (planning/held_inputs.py), so only whole files are published."""
     require_raw_dir(spec)
     extractor = make_extractor(spec.extractor, spec.options)
     discovery = extractor.list_inputs(spec.raw_dir)
@@ -140,7 +140,7 @@ def _extract_parts_held(spec: DatasetSpec, shards: list[Shard], workers: int, lo
     workers = max(1, min(workers, len(shards)))
     counters: ShardCounters | None = None  # written where each task is extracted
     board = None
-    watched = workers > 1 and (spec.stall_seconds > 0 or spec.stall_timeout_seconds > 0)  # stalls.py
+    watched = workers > 1 and (spec.stall_seconds > 0 or spec.stall_timeout_seconds > 0)  # engine/stalls.py
     if log is not None or watched:
         counters = ShardCounters.for_tasks(len(shards), shared=workers > 1)
     if log is not None and counters is not None:
@@ -190,7 +190,7 @@ def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: ShardCount
 def _extract_pooled(spec: DatasetSpec, shards: list[Shard], workers: int, counters: ShardCounters | None,
                     period: float, report: Callable[[int, PartOutcome], None], force: bool,
                     log: Log | None, clock: StageClock) -> None:
-    """A pool of forkserver workers (worker_pool.py), each task timed into `clock`."""
+    """A pool of forkserver workers (engine/worker_pool.py), each task timed into `clock`."""
     clock.pool_opened()
     pool, watch = open_pool(spec, shards, workers, counters, period, log)
     with pool:
@@ -262,7 +262,7 @@ def extract_and_publish(plan: DatasetPlan, log: Log | None = None,
 
 
 def _start_stager(plan: DatasetPlan, store: DatasetStore, stale: list[Shard]) -> VersionStager | None:
-    """Stage the version while parts are extracted (assembly.py), when there is a copy to overlap:
+    """Stage the version while parts are extracted (store/assembly.py), when there is a copy to overlap:
     several parts (one is hard-linked) and some to write. The current ones are staged at once."""
     if len(plan.shards) < 2 or not stale:
         return None

@@ -4,7 +4,7 @@ A missing raw folder, a strict dataset with skipped items, a lock that cannot be
 or a refused archive is the user's to fix, and the exception already names the dataset and the
 path: the message is that text plus what to do, one line. Every other exception is a bug and keeps
 its traceback. Standard library only, so the plain `slm4ie` CLI prints these lines without loading
-Dagster; `user_errors.py` raises the same line as a Dagster `Failure`.
+Dagster; `dagster_layer/user_errors.py` raises the same line as a Dagster `Failure`.
 """
 
 import functools
@@ -26,13 +26,13 @@ def remedies() -> tuple[Remedy, ...]:
     is a bug). Imported on first use, so neither the code location nor the CLI loads the archive
     codecs or the pipeline before an error needs them."""
     from .archives.errors import ArchiveError, WriteFailure
+    from .engine.stalls import WorkerStalled
+    from .engine.worker_pool import WorkerDied
     from .extractors.base import ExtractorError
-    from .input_stamps import InputChanged
-    from .locks import TIMEOUT_ENV, LockFileError, LockTimeout
     from .pipeline import MissingRawDir, StrictModeViolation
-    from .stalls import WorkerStalled
-    from .store import OutputWriteError, UnsafeOutputTree
-    from .worker_pool import WorkerDied
+    from .planning.input_stamps import InputChanged
+    from .store.dataset_store import OutputWriteError, UnsafeOutputTree
+    from .store.locks import TIMEOUT_ENV, LockFileError, LockTimeout
 
     again = "then materialize again"
     return (

@@ -5,7 +5,7 @@ its worker is, so a run whose code server and run worker were killed (out of mem
 down) kept its `slm4ie_extract` pool slot and every queued run waited for ever. With this launcher
 in dagster.yaml (`run_launcher:`, shipped in deploy/dagster.instance.yaml) the monitoring daemon
 asks `check_run_worker_health` every `poll_interval_seconds` and fails a run whose worker is gone
-with what happened and what to do (stale_runs.py; DAGSTER_NOTES 5). It judges in the daemon's
+with what happened and what to do (dagster_layer/stale_runs.py; DAGSTER_NOTES 5). It judges in the daemon's
 own process, so it works while the code server is down, and covers every STARTED run of this
 host, launched or not (a `dagster asset materialize` run once its first step has recorded itself).
 Runs are launched as DefaultRunLauncher does, with a hidden tag naming the launching host (the
@@ -23,7 +23,7 @@ from dagster._core.errors import DagsterCodeLocationLoadError, DagsterUserCodeUn
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, WorkerStatus
 from dagster._core.launcher.default_run_launcher import DefaultRunLauncher
 
-from .stale_runs import LAUNCHED_FROM_TAG, WHAT_TO_DO, lost_message, lost_process
+from .dagster_layer.stale_runs import LAUNCHED_FROM_TAG, WHAT_TO_DO, lost_message, lost_process
 
 # A reload whose old gRPC process is dead can report an error although the new one started (the proxy
 # of `dg dev` fails to shut the dead one down): a second reload then finds it.

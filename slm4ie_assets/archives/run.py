@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..byte_units import duration, human_bytes, human_rate
 from ..catalog import ArchiveLimits
 from ..extractors.discovery import escaped_name, sort_key
-from ..fswalk import walk
+from ..utils.byte_units import duration, human_bytes, human_rate
+from ..utils.fswalk import walk
 from .errors import ArchiveError, BudgetExceeded, SkipArchive
 from .formats import unpack_into
 from .names import ArchiveKind, archive_kind, is_temp_name

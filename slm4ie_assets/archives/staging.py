@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import BinaryIO, NoReturn
 
 from ..extractors.discovery import escaped_name
-from ..gzipio import ChunkWriter
+from ..utils.gzipio import ChunkWriter
 from .errors import ArchiveError, BudgetExceeded, SkipArchive, WriteFailure
 from .names import temp_name
 from .state import OutputStamp

@@ -18,8 +18,8 @@ import orjson
 
 from ..catalog import DatasetSpec
 from ..extractors.drop_ledger import MAX_WARNINGS_KEPT
-from ..manifest import Manifest
-from ..store import READ_ERRORS, DatasetStore, read_manifest
+from ..store.dataset_store import READ_ERRORS, DatasetStore, read_manifest
+from ..store.manifest import Manifest
 from .output import json_text, shown, shown_lines
 from .select import Numbered, Selection, reservoir, selected
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from ..catalog import Catalog, CatalogError, DatasetSpec, load_catalog
-from ..pool_server import effective_workers, start_early
+from ..engine.pool_server import effective_workers, start_early
 from ..remedies import remedy_for, with_remedy
 from .config import choose_catalog
 from .select import parse_field, parse_regex, parse_where

@@ -3,7 +3,7 @@
 The rule (README "Run on a cluster without Dagster"): an instance is configured when
 `DAGSTER_HOME` is set and `$DAGSTER_HOME/dagster.yaml` exists, as every `dagster` command would
 use it; `SLM4IE_RECORD=0` (or `no`, `off`, `false`) turns recording off. Without an instance the
-CLI never imports Dagster: instance_record.py, which does, is imported only here, lazily.
+CLI never imports Dagster: dagster_layer/instance_record.py, which does, is imported only here, lazily.
 Recording is a report of work already on disk: when it fails, the command says so on stderr and
 still succeeds, since the parts and the published version are there either way.
 """
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..catalog import DatasetSpec
-from ..part_meta import PartMeta
 from ..pipeline import DatasetPlan, RunReport
+from ..store.part_meta import PartMeta
 
 RECORD_ENV = "SLM4IE_RECORD"
 OFF = ("0", "no", "off", "false")
@@ -38,7 +38,7 @@ def parts_written(spec: DatasetSpec, metas: list[PartMeta], command: str, say: C
         return
 
     def record(instance) -> None:
-        from ..instance_record import record_parts
+        from ..dagster_layer.instance_record import record_parts
 
         n = record_parts(instance, spec, metas, command)
         say(f"{spec.key}: recorded {n} shards/{spec.key} partition materialization(s) in the Dagster instance "
@@ -54,7 +54,7 @@ def published(plan: DatasetPlan, report: RunReport, command: str, say: Callable[
         return
 
     def record(instance) -> None:
-        from ..instance_record import record_parts, record_publish
+        from ..dagster_layer.instance_record import record_parts, record_publish
 
         n = record_parts(instance, plan.spec, report.parts, command)
         record_publish(instance, plan, report, command)
@@ -66,7 +66,7 @@ def published(plan: DatasetPlan, report: RunReport, command: str, say: Callable[
 
 def _with_instance(home: Path, record: Callable) -> None:
     try:
-        from ..instance_record import open_instance
+        from ..dagster_layer.instance_record import open_instance
 
         with open_instance() as instance:
             record(instance)

@@ -10,7 +10,7 @@ import sys
 import time
 
 from ..catalog import Catalog, DatasetSpec
-from ..locks import dataset_lock
+from ..engine.pool_server import effective_workers
 from ..pipeline import (
     DatasetPlan,
     ShardBatch,
@@ -21,8 +21,8 @@ from ..pipeline import (
     require_raw_dir,
     unpack,
 )
-from ..pool_server import effective_workers
-from ..shards import Shard
+from ..planning.shards import Shard
+from ..store.locks import dataset_lock
 from . import record
 from .slices import Slice, slice_of
 

@@ -8,7 +8,7 @@ writes the stale shards of its slice and `status --slices N` names each shard's 
 import argparse
 from dataclasses import dataclass
 
-from ..shards import Shard
+from ..planning.shards import Shard
 
 
 @dataclass(frozen=True)

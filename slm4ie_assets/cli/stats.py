@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from ..catalog import Catalog, DatasetSpec
-from ..length_stats import LengthHistogram, bucket_bounds
-from ..manifest import Manifest
-from ..preview import length_rows
-from ..progress import human_bytes
+from ..engine.progress import human_bytes
+from ..store.length_stats import LengthHistogram, bucket_bounds
+from ..store.manifest import Manifest
+from ..store.preview import length_rows
 from .look import NothingPublished, published, published_documents
 from .output import json_text, shown
 from .select import Selection, field_values, selected

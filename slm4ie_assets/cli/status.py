@@ -13,10 +13,10 @@ import json
 from dataclasses import asdict, dataclass
 
 from ..catalog import Catalog, DatasetSpec
+from ..engine.pool_server import effective_workers
 from ..pipeline import plan_dataset
-from ..pool_server import effective_workers
-from ..shards import Shard
-from ..store import DatasetStore
+from ..planning.shards import Shard
+from ..store.dataset_store import DatasetStore
 from .run import say
 from .slices import Slice, slice_of
 

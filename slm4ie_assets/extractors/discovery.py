@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..fswalk import walk
+from ..utils.fswalk import walk
 from .input_file import InputFile
 
 

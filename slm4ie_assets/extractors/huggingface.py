@@ -17,9 +17,9 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..fswalk import is_copy_tool_name
 from ..schema import Document
-from ..type_names import a_type_name
+from ..utils.fswalk import is_copy_tool_name
+from ..utils.type_names import a_type_name
 from .arrow_dir import HfSplit, load_folder, plan_row_cuts
 from .arrow_values import UnsupportedValue, converter, never_skipped
 from .base import Extractor, Fingerprint
@@ -152,7 +152,8 @@ class HuggingfaceExtractor(Extractor):
             for entry in entries:
                 try:
                     if is_arriving_name(entry.name) or is_copy_tool_name(entry.name):
-                        continue  # a config still being copied in, or a copy tool's working folder (settling.py)
+                        # a config still being copied in, or a copy tool's working folder (planning/settling.py)
+                        continue
                     if not is_utf8_name(entry.name):  # D6: counted, never a crash in keys or metas
                         if entry.is_dir() or entry.is_symlink():
                             unreadable.append(f"{escaped_name(entry.name)}: {NOT_UTF8}; not read as a config "

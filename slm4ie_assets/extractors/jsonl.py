@@ -6,7 +6,7 @@ from itertools import repeat
 from typing import Any
 
 from ..schema import Annotations, Document
-from ..type_names import a_type_name
+from ..utils.type_names import a_type_name
 from .base import Extractor
 from .extract_context import ExtractContext
 from .input_file import InputFile

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from ..type_names import a_type_name
+from ..utils.type_names import a_type_name
 from .extract_context import ExtractContext
 from .input_file import InputFile
 

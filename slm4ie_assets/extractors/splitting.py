@@ -18,7 +18,7 @@ from .reading import read_raw
 
 
 class RangeStrategy(Enum):
-    """How the scheduler (range_scheduler.py) gives a format's ranges the counts of the ranges
+    """How the scheduler (engine/range_scheduler.py) gives a format's ranges the counts of the ranges
     before them (docs/splitting.md, "Scheduling")."""
 
     CHAINS = "counted chains"  # each range waits for them: its predecessor's extraction, or count-only passes

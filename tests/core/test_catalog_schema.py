@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 import yaml
 
-from slm4ie_assets import catalog_fields as fields
-from slm4ie_assets import catalog_schema
 from slm4ie_assets.catalog import CatalogError, load_catalog
+from slm4ie_assets.catalog import fields as fields
+from slm4ie_assets.catalog import json_schema as catalog_schema
 from slm4ie_assets.extractors.base import Extractor
 from support.paths import REPO
 

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from dagster import AssetSelection, ScheduleDefinition
 
-from slm4ie_assets import catalog as catalog_module
 from slm4ie_assets.catalog import PROJECT_ROOT, CatalogError, load_catalog, parse_catalog
-from slm4ie_assets.catalog_schema import build_schema
+from slm4ie_assets.catalog import spec as catalog_module
+from slm4ie_assets.catalog.json_schema import build_schema
 from slm4ie_assets.extractors.registry import EXTRACTORS
 from support.paths import CORPORA, REPO
 
@@ -175,7 +175,7 @@ CRON_PROBES = ["0 3 * * 0", "* * * * *", "0 0 30 2 *", "0 0 31 2 *", "0 0 29 2 *
 
 
 def test_the_catalog_cron_rule_is_dagsters_own():
-    """catalog.py checks cron strings without importing Dagster; here the two rules meet."""
+    """catalog/spec.py checks cron strings without importing Dagster; here the two rules meet."""
     from dagster._utils.schedules import is_valid_cron_string
 
     assert [catalog_module._is_valid_cron(c) for c in CRON_PROBES] == [is_valid_cron_string(c) for c in CRON_PROBES]

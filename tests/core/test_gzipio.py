@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from slm4ie_assets.gzipio import GzipMemberWriter, gzip_bytes
+from slm4ie_assets.utils.gzipio import GzipMemberWriter, gzip_bytes
 
 LINES = [f'{{"doc_id":"d{i}","forms":["Žaba","čez","šum"]}}\n'.encode() for i in range(30000)]
 

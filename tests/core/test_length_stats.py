@@ -9,7 +9,10 @@ import orjson
 import yaml
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.length_stats import (
+from slm4ie_assets.dagster_layer.materialization_metadata import length_distribution
+from slm4ie_assets.pipeline import extract_dataset, plan_dataset
+from slm4ie_assets.store.dataset_store import DatasetStore
+from slm4ie_assets.store.length_stats import (
     EMPTY,
     NO_LENGTHS,
     RELATIVE_ERROR,
@@ -19,12 +22,9 @@ from slm4ie_assets.length_stats import (
     merged_histogram,
     merged_lengths,
 )
-from slm4ie_assets.manifest import Manifest
-from slm4ie_assets.materialization_metadata import length_distribution
-from slm4ie_assets.part_meta import PartMeta
-from slm4ie_assets.pipeline import extract_dataset, plan_dataset
-from slm4ie_assets.preview import length_rows
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.store.manifest import Manifest
+from slm4ie_assets.store.part_meta import PartMeta
+from slm4ie_assets.store.preview import length_rows
 
 
 def publish(root: Path, key: str, extractor: str, files: dict, workers: int = 1, out: str = "out") -> Manifest:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from slm4ie_assets.locks import LockFileError, LockTimeout, dataset_lock, shard_lock
+from slm4ie_assets.store.locks import LockFileError, LockTimeout, dataset_lock, shard_lock
 from support.paths import REPO
 
 VICTIM_BYTES = b"precious data that must survive\n" * 100
@@ -155,7 +155,7 @@ def test_a_shard_lock_names_its_shard_when_waiting_and_yields_the_holder_it_wait
     lock, release = tmp_path / "a.lock", tmp_path / "release"
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time, pathlib\n"
-        "from slm4ie_assets.locks import shard_lock\n"
+        "from slm4ie_assets.store.locks import shard_lock\n"
         "with shard_lock(pathlib.Path(sys.argv[1]), 'k', 'a.txt'):\n"
         "    print('held', flush=True)\n"
         "    while not pathlib.Path(sys.argv[2]).exists():\n"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from slm4ie_assets.catalog import CatalogError, load_catalog
-from slm4ie_assets.catalog_schema import build_schema
+from slm4ie_assets.catalog.json_schema import build_schema
 from slm4ie_assets.extractors.registry import EXTRACTORS, get_extractor_class
 
 SCHEMA = build_schema()  # as generated now: core/test_catalog_schema.py holds the committed file to it

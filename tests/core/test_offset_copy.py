@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from slm4ie_assets import offset_copy
-from slm4ie_assets.offset_copy import CopyJob, append_file, copy_all_at
+from slm4ie_assets.store import offset_copy
+from slm4ie_assets.store.offset_copy import CopyJob, append_file, copy_all_at
 
 
 def _parts(tmp_path, sizes):

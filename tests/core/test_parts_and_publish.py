@@ -8,14 +8,14 @@ import pickle
 import pytest
 
 from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.engine.pool_worker import InProcess, PartWork
+from slm4ie_assets.engine.stage_clock import StageClock
+from slm4ie_assets.engine.worker_context import WorkerContext
+from slm4ie_assets.engine.worker_pool import task_name
 from slm4ie_assets.extractors.extract_context import RangeStart
 from slm4ie_assets.extractors.input_file import FileRange, InputFile
 from slm4ie_assets.pipeline import MissingRawDir, StrictModeViolation, extract_dataset, plan_dataset
-from slm4ie_assets.pipeline_clock import StageClock
-from slm4ie_assets.pool_worker import InProcess, PartWork
-from slm4ie_assets.store import DatasetStore
-from slm4ie_assets.worker_context import WorkerContext
-from slm4ie_assets.worker_pool import task_name
+from slm4ie_assets.store.dataset_store import DatasetStore
 from support.files import read_jsonl, read_sidecar, write_config, write_files
 
 ANN = {"paragraphs": [{"sentences": [{"tokens": [{"form": "a"}, {"form": "b", "space_after": False}]}]}]}
@@ -167,7 +167,7 @@ def test_duplicate_uids_counted_and_named(tmp_path):
 def test_duplicate_counts_agree_between_the_set_and_the_sorted_paths(tmp_path, monkeypatch):
     """Both duplicate counters (a set for small datasets, a numpy sort above) count every repeat
     after the first and name the same five uids."""
-    import slm4ie_assets.duplicates as duplicates_mod
+    import slm4ie_assets.store.duplicates as duplicates_mod
 
     rows_a = [{"doc_id": f"d{i % 7}", "text": "t"} for i in range(20)]  # d0..d6 repeated
     rows_b = [{"doc_id": "d1", "text": "t"}, {"doc_id": "fresh", "text": "t"}]

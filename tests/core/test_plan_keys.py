@@ -15,8 +15,8 @@ import pytest
 
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset, plan_dataset
-from slm4ie_assets.shards import AUTO_RANGE
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.planning.shards import AUTO_RANGE
+from slm4ie_assets.store.dataset_store import DatasetStore
 
 REPO = Path(__file__).resolve().parents[2]
 BIG = 300_000_000
@@ -31,8 +31,8 @@ if cores:
     os.sched_getaffinity = lambda pid: set(range(cores))
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import plan_dataset
-from slm4ie_assets.pool_server import effective_workers
-from slm4ie_assets.shards import list_shards
+from slm4ie_assets.engine.pool_server import effective_workers
+from slm4ie_assets.planning.shards import list_shards
 catalog = load_catalog(sys.argv[1])
 workers = effective_workers(None, catalog.max_workers)
 keys = {}

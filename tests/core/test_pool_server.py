@@ -1,4 +1,4 @@
-"""The pool's forkserver started early (pool_server.py, docs/splitting.md "Fixed costs"): the pool
+"""The pool's forkserver started early (engine/pool_server.py, docs/splitting.md "Fixed costs"): the pool
 then forks from that same server, and the server's preload stays free of what workers never use."""
 
 import multiprocessing
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slm4ie_assets.pool_server import PRELOAD, effective_workers, start_early
+from slm4ie_assets.engine.pool_server import PRELOAD, effective_workers, start_early
 
 REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 HAS_FORKSERVER = "forkserver" in multiprocessing.get_all_start_methods()
@@ -35,7 +35,7 @@ _PINNED = """
 import os, sys
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.pool_server import effective_workers
+from slm4ie_assets.engine.pool_server import effective_workers
 cat = load_catalog(sys.argv[1])
 print(effective_workers(None, cat.max_workers))
 """
@@ -58,7 +58,7 @@ def test_all_cores_means_the_cores_this_process_may_use(tmp_path):
 _CHILD = """
 import os, sys
 from multiprocessing import forkserver
-from slm4ie_assets.pool_server import start_early
+from slm4ie_assets.engine.pool_server import start_early
 assert start_early(2)
 early = forkserver._forkserver._forkserver_pid
 from slm4ie_assets.catalog import load_catalog
@@ -99,7 +99,7 @@ def test_the_preload_imports_no_yaml_or_cron_parser():
 
 @pytest.mark.skipif(not HAS_FORKSERVER, reason="no forkserver on this platform")
 def test_start_early_is_idempotent_in_a_process():
-    code = ("from multiprocessing import forkserver\nfrom slm4ie_assets.pool_server import start_early\n"
+    code = ("from multiprocessing import forkserver\nfrom slm4ie_assets.engine.pool_server import start_early\n"
             "start_early(2); a = forkserver._forkserver._forkserver_pid\n"
             "start_early(4); b = forkserver._forkserver._forkserver_pid\n"
             "assert a is not None and a == b, (a, b)\n")
@@ -108,15 +108,15 @@ def test_start_early_is_idempotent_in_a_process():
     assert out.returncode == 0, out.stderr
 
 
-_ASK = "__import__('slm4ie_assets.worker_context', fromlist=['_']).current().text_writer_thread"
+_ASK = "__import__('slm4ie_assets.engine.worker_context', fromlist=['_']).current().text_writer_thread"
 
 
 @pytest.mark.parametrize("spare_core", [True, False])
 def test_a_pool_that_fills_the_machine_writes_text_without_a_helper_thread(tmp_path, monkeypatch, spare_core):
     """pool_worker.start_worker: the worker context keeps the text writer's thread only while the
     pool leaves a core spare."""
-    from slm4ie_assets import worker_pool
     from slm4ie_assets.catalog import load_catalog
+    from slm4ie_assets.engine import worker_pool
 
     config = tmp_path / "extract.yaml"
     (tmp_path / "raw" / "t").mkdir(parents=True)
@@ -136,7 +136,7 @@ def test_a_worker_context_keeps_one_extractor_per_dataset(tmp_path):
     """worker_context.WorkerContext.extractor: a worker's next task of the same dataset reuses the
     prepared extractor; a task of another dataset gets its own, and the first is not kept."""
     from slm4ie_assets.catalog import load_catalog
-    from slm4ie_assets.worker_context import WorkerContext
+    from slm4ie_assets.engine.worker_context import WorkerContext
 
     config = tmp_path / "extract.yaml"
     for name in ("a", "b"):
@@ -156,7 +156,7 @@ def test_a_worker_context_keeps_one_extractor_per_dataset(tmp_path):
 
 
 def test_shard_counters_read_back_what_a_task_wrote_and_bytes_read_never_go_back():
-    from slm4ie_assets.progress import ShardCounters
+    from slm4ie_assets.engine.progress import ShardCounters
 
     for shared in (True, False):
         counters = ShardCounters.for_tasks(3, shared=shared)

@@ -9,9 +9,9 @@ from pathlib import Path
 import yaml
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.duplicates import uid_hash
 from slm4ie_assets.pipeline import extract_dataset, extract_parts, plan_dataset
-from slm4ie_assets.preview import SAMPLE_DOCS, sample_documents, sample_markdown, smallest_hashes
+from slm4ie_assets.store.duplicates import uid_hash
+from slm4ie_assets.store.preview import SAMPLE_DOCS, sample_documents, sample_markdown, smallest_hashes
 
 FILES = 8
 PER_FILE = 15

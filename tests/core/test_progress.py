@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.engine.progress import INTERVAL_ENV, ProgressLine, duration, human_bytes, progress_interval
 from slm4ie_assets.pipeline import extract_and_publish, extract_dataset, plan_dataset
-from slm4ie_assets.progress import INTERVAL_ENV, ProgressLine, duration, human_bytes, progress_interval
 
 KEY = "big"
 LINE = re.compile(r"^big: (?P<mb>\d+\.\d) of (?P<total>\d+\.\d) MB \((?P<pct>\d+)%\), (?P<done>\d+) of "

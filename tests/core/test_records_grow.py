@@ -7,10 +7,10 @@ from dataclasses import dataclass, fields
 import orjson
 import pytest
 
-from slm4ie_assets.json_record import record_from_json
-from slm4ie_assets.length_stats import NO_LENGTHS
-from slm4ie_assets.manifest import Manifest
-from slm4ie_assets.part_meta import PartMeta
+from slm4ie_assets.store.length_stats import NO_LENGTHS
+from slm4ie_assets.store.manifest import Manifest
+from slm4ie_assets.store.part_meta import PartMeta
+from slm4ie_assets.utils.json_record import record_from_json
 from support.paths import REPO
 
 META = PartMeta(format=1, shard="a.txt", files=("a.txt",), fingerprint="3:1", recipe="r", docs=2, annotated_docs=1,

@@ -1,5 +1,5 @@
 """sentences_match_text (issue 15 item 4): each sentence rebuilt from forms and space_after
-(schema.sentence_text) against the document text, by the format's joining rule (sentence_check.py)."""
+(schema.sentence_text) against the document text, by the format's joining rule (dagster_layer/sentence_check.py)."""
 
 import re
 import shutil
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.checks import inspect_published
+from slm4ie_assets.dagster_layer.checks import inspect_published
+from slm4ie_assets.dagster_layer.sentence_check import SentenceFindings, compare
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.sentence_check import SentenceFindings, compare
 from support.corpora import corpora_config
 from support.paths import REPO
 

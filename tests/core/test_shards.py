@@ -12,7 +12,7 @@ from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.text import TextExtractor
 from slm4ie_assets.pipeline import extract_dataset, plan_dataset
-from slm4ie_assets.shards import (
+from slm4ie_assets.planning.shards import (
     HEAD_GROUP_KEY,
     MAX_KEY_LEN,
     _path_hash,

@@ -7,10 +7,10 @@ import tarfile
 
 import yaml
 
-from slm4ie_assets.byte_units import human_bytes, human_rate
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.materialization_metadata import mb_per_second
+from slm4ie_assets.dagster_layer.materialization_metadata import mb_per_second
 from slm4ie_assets.pipeline import extract_dataset
+from slm4ie_assets.utils.byte_units import human_bytes, human_rate
 
 
 def test_a_small_archive_is_logged_in_kb_with_a_rate_above_zero(tmp_path):

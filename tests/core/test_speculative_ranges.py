@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.engine.range_scheduler import run_pooled
 from slm4ie_assets.extractors.coleslaw import ColeslawExtractor
 from slm4ie_assets.extractors.conllu import ConlluExtractor
 from slm4ie_assets.extractors.discovery import discover
@@ -18,10 +19,9 @@ from slm4ie_assets.extractors.jsonl import JsonlExtractor
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
 from slm4ie_assets.extractors.splitting import RangeStrategy
 from slm4ie_assets.extractors.text import TextExtractor
-from slm4ie_assets.part_writer import write_part_counted
-from slm4ie_assets.range_scheduler import run_pooled
-from slm4ie_assets.shards import Shard, plan_shards, range_files
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.parts.writer import write_part_counted
+from slm4ie_assets.planning.shards import Shard, plan_shards, range_files
+from slm4ie_assets.store.dataset_store import DatasetStore
 from support.split_outputs import assert_same, extract
 
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import slm4ie_assets.extractors.text as text_module
 from slm4ie_assets.catalog import DEFAULT_SPLIT_BYTES, CatalogError, load_catalog
+from slm4ie_assets.engine.range_scheduler import chains_per_file, run_pooled
 from slm4ie_assets.extractors.coleslaw import ShadowCarry
 from slm4ie_assets.extractors.conllu import ConlluExtractor
 from slm4ie_assets.extractors.discovery import discover
@@ -25,10 +26,9 @@ from slm4ie_assets.extractors.jsonl import JsonlExtractor
 from slm4ie_assets.extractors.registry import EXTRACTORS, get_extractor_class, make_extractor
 from slm4ie_assets.extractors.splitting import Splitter, count_line_ends
 from slm4ie_assets.extractors.text import SPACES, TextExtractor, count_blocks, count_documents
-from slm4ie_assets.part_writer import count_range, write_part_counted
+from slm4ie_assets.parts.writer import count_range, write_part_counted
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.range_scheduler import chains_per_file, run_pooled
-from slm4ie_assets.shards import (
+from slm4ie_assets.planning.shards import (
     AUTO_RANGE,
     MAX_AUTO_RANGES,
     Shard,
@@ -37,7 +37,7 @@ from slm4ie_assets.shards import (
     range_bytes,
     range_files,
 )
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.store.dataset_store import DatasetStore
 
 REPO = Path(__file__).resolve().parents[2]
 

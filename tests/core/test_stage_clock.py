@@ -1,11 +1,11 @@
-"""The stage clock (pipeline_clock.py): a run says where its time went, serial stages in wall
+"""The stage clock (engine/stage_clock.py): a run says where its time went, serial stages in wall
 seconds, pooled ones in worker-seconds, so that bench/scaling.py can show the critical path."""
 
 import time
 
 from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.engine.stage_clock import STAGES, StageClock, Timed
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.pipeline_clock import STAGES, StageClock, Timed
 from support.files import write_config, write_files
 
 

@@ -5,11 +5,11 @@ staging folder between staging and the publish (docs/guarantees.md 1; D17)."""
 import json
 import os
 
-from slm4ie_assets.assembly import VersionStager
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset, plan_dataset
-from slm4ie_assets.publish import current_metas, publish
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.store.assembly import VersionStager
+from slm4ie_assets.store.dataset_store import DatasetStore
+from slm4ie_assets.store.publish import current_metas, publish
 from support.files import write_config, write_files
 
 ANN = {"paragraphs": [{"sentences": [{"tokens": [{"form": "a"}, {"form": "b", "space_after": False}]}]}]}

@@ -11,8 +11,16 @@ import pytest
 import yaml
 from dagster import AssetCheckKey, AssetCheckSeverity, AssetSelection
 
-from slm4ie_assets.assets import extracted_key
-from slm4ie_assets.checks import ALIGNED, DROPS, SCHEMA, SENTENCES, UNIQUE, check_results, inspect_published
+from slm4ie_assets.dagster_layer.assets import extracted_key
+from slm4ie_assets.dagster_layer.checks import (
+    ALIGNED,
+    DROPS,
+    SCHEMA,
+    SENTENCES,
+    UNIQUE,
+    check_results,
+    inspect_published,
+)
 from slm4ie_assets.extractors.registry import EXTRACTORS
 from support.corpora import corpora_config, load_compare_outputs
 from support.dagster_project import DagsterProject

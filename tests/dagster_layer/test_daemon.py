@@ -10,8 +10,8 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.scheduler.instigation import InstigatorType
 
-from slm4ie_assets.assets import partitions_name
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.dagster_layer.assets import partitions_name
+from slm4ie_assets.store.dataset_store import DatasetStore
 from support.dagster_cli import dagster_env
 from support.dagster_project import DagsterProject, part_meta_mtimes
 from support.files import write_files

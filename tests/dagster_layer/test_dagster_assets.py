@@ -97,7 +97,7 @@ def test_load_input_hands_downstream_the_version_folder_so_a_republish_cannot_mi
     from dagster import build_input_context
 
     from slm4ie_assets.catalog import CONFIG_ENV
-    from slm4ie_assets.io_manager import ExtractIOManager
+    from slm4ie_assets.dagster_layer.io_manager import ExtractIOManager
 
     def records(tag):
         return "".join(json.dumps({"doc_id": f"{tag}{i}", "text": f"{tag} {i}",
@@ -130,7 +130,7 @@ def test_load_input_of_a_dataset_never_published_names_it(tmp_path, monkeypatch)
     from dagster import build_input_context
 
     from slm4ie_assets.catalog import CONFIG_ENV
-    from slm4ie_assets.io_manager import ExtractIOManager
+    from slm4ie_assets.dagster_layer.io_manager import ExtractIOManager
 
     monkeypatch.setenv(CONFIG_ENV, str(write_config(tmp_path, {"news": {"extractor": "jsonl", "domain": "news"}})))
     with pytest.raises(FileNotFoundError, match="dataset 'news' has not been published yet"):

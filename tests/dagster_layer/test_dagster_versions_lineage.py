@@ -21,14 +21,14 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver, S
 from dagster._core.definitions.partitions.context import partition_loading_context
 from dagster._core.loader import LoadingContextForTest
 
-from slm4ie_assets.assets import extracted_key, shards_key
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.dagster_versions import code_version, manifest_version, part_version, raw_version
+from slm4ie_assets.dagster_layer.assets import extracted_key, shards_key
+from slm4ie_assets.dagster_layer.dagster_versions import code_version, manifest_version, part_version, raw_version
+from slm4ie_assets.dagster_layer.io_manager import ExtractIOManager
+from slm4ie_assets.dagster_layer.lineage import raw_key
+from slm4ie_assets.dagster_layer.resources import ExtractSettings
 from slm4ie_assets.definitions import build_definitions
-from slm4ie_assets.io_manager import ExtractIOManager
-from slm4ie_assets.lineage import raw_key
-from slm4ie_assets.resources import ExtractSettings
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.store.dataset_store import DatasetStore
 
 TEXTS = {"a.txt": "prvi a\n\ndrugi a\n", "b.txt": "prvi b\n", "sub/c.txt": "prvi c\n\ndrugi c\n\ntretji c\n"}
 
@@ -115,8 +115,9 @@ def test_code_version_is_a_digest_of_extractor_format_and_recipe_stable_across_p
         == code_version(spec)
     assert project.defs.resolve_assets_def(shards_key("kas")).code_versions_by_key[shards_key("kas")] \
         == code_version(spec)
-    script = ("import sys; from slm4ie_assets.catalog import load_catalog; from slm4ie_assets.dagster_versions import "
-              "code_version; print(code_version(load_catalog(sys.argv[1]).dataset('kas')))")
+    script = ("import sys; from slm4ie_assets.catalog import load_catalog; "
+              "from slm4ie_assets.dagster_layer.dagster_versions import code_version; "
+              "print(code_version(load_catalog(sys.argv[1]).dataset('kas')))")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     other = subprocess.run([sys.executable, "-c", script, str(tmp_path / "extract.yaml")], env=env,
                            capture_output=True, text=True, check=True).stdout.strip()
@@ -145,7 +146,7 @@ def test_the_raw_sensor_observes_raw_with_a_version_only_when_the_tree_changes(p
     data = project.tick(instance)
     [observation] = data.asset_events
     assert observation.asset_key == raw_key("kas")
-    from slm4ie_assets.shards import list_shards
+    from slm4ie_assets.planning.shards import list_shards
 
     assert observation.data_version == raw_version(list_shards(spec, 1000))
     assert project.tick(instance).asset_events == []  # idle: no event
@@ -223,7 +224,7 @@ def test_a_run_before_any_tick_records_the_raw_version_it_planned_from(project, 
     the next tick has nothing new to record."""
     project.run(instance, extracted_key("kas"))
     spec = project.catalog.dataset("kas")
-    from slm4ie_assets.shards import list_shards
+    from slm4ie_assets.planning.shards import list_shards
 
     [record] = instance.fetch_observations(raw_key("kas"), limit=5).records
     assert record.asset_observation.data_version == raw_version(list_shards(spec, 1000))
@@ -247,7 +248,7 @@ def test_a_raw_observation_alone_starts_no_republish_but_a_shard_run_does(projec
 
     project.tick(instance)
     project.run(instance, extracted_key("kas"))
-    from slm4ie_assets import assets as assets_module
+    from slm4ie_assets.dagster_layer import assets as assets_module
 
     with monkeypatch.context() as patched:  # the same graph with plain eager on extracted/kas
         patched.setattr(assets_module, "publish_condition", lambda key: AutomationCondition.eager())

@@ -11,10 +11,10 @@ import jsonschema
 import pytest
 from dagster import AssetKey
 
-from slm4ie_assets.assets import extracted_key, shards_key
 from slm4ie_assets.catalog import DEFAULT_MAX_SHARDS_PER_RUN, CatalogError, load_catalog
+from slm4ie_assets.dagster_layer.assets import extracted_key, shards_key
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.shards import list_shards
+from slm4ie_assets.planning.shards import list_shards
 from support.dagster_project import DagsterProject
 from support.files import write_files
 from support.paths import REPO
@@ -97,7 +97,7 @@ def test_the_raw_sensor_cuts_new_shards_into_runs_of_at_most_max_shards_per_run(
 def _shard_run(config: str, key: str, first: int, end: int) -> None:
     """One fan-out run in its own process: the shards [first, end), parts only."""
     from slm4ie_assets.pipeline import ShardBatch, extract_shard_batch
-    from slm4ie_assets.shards import list_shards
+    from slm4ie_assets.planning.shards import list_shards
 
     catalog = load_catalog(Path(config))
     spec = catalog.dataset(key)

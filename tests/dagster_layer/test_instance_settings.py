@@ -7,8 +7,8 @@ import subprocess
 import yaml
 from dagster import AssetSelection, DagsterInstance, instance_for_test
 
-from slm4ie_assets.assets import extracted_key
-from slm4ie_assets.instance_settings import missing_settings
+from slm4ie_assets.dagster_layer.assets import extracted_key
+from slm4ie_assets.dagster_layer.instance_settings import missing_settings
 from support.dagster_project import DagsterProject
 from support.files import write_files
 from support.paths import REPO

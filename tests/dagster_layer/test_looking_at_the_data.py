@@ -6,12 +6,12 @@ from pathlib import Path
 import yaml
 from dagster import AssetCheckSeverity, AssetKey, AssetSelection, materialize
 
-from slm4ie_assets.assets import extracted_key
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.checks import SENTENCES
+from slm4ie_assets.dagster_layer.assets import extracted_key
+from slm4ie_assets.dagster_layer.checks import SENTENCES
+from slm4ie_assets.dagster_layer.io_manager import ExtractIOManager
+from slm4ie_assets.dagster_layer.resources import ExtractSettings
 from slm4ie_assets.definitions import build_definitions
-from slm4ie_assets.io_manager import ExtractIOManager
-from slm4ie_assets.resources import ExtractSettings
 
 
 def row(i: int, form: str, lemma: str, upos: str, misc: str = "_") -> str:

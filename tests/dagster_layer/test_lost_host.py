@@ -1,4 +1,4 @@
-"""A lost host does not block the run queue (README "When a host dies"; run_launcher.py, stale_runs.py).
+"""A lost host does not block the run queue (README "When a host dies"; run_launcher.py, dagster_layer/stale_runs.py).
 
 The issue's scenario: real `dagster dev` (what `dg dev` runs: webserver, daemon, and the code server
 as a proxy, `dagster code-server start`, in front of a `dagster api grpc` process) with the project's
@@ -22,7 +22,7 @@ import pytest
 import yaml
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
-from slm4ie_assets.stale_runs import PID_TAG, launched_worker
+from slm4ie_assets.dagster_layer.stale_runs import PID_TAG, launched_worker
 from support.dagster_cli import dagster_env
 from support.files import write_config, write_files
 from support.paths import REPO, VENV_BIN

@@ -119,7 +119,7 @@ def test_dg_dev_shows_a_bad_catalog_as_the_location_error_with_one_frame_of_ours
         ours = [frame for frame in cause["stack"] if "site-packages" not in frame and "importlib" not in frame]
         assert len(ours) == 1 and "definitions.py" in ours[0], ours
         console = log.read_text()
-        assert console.count(PROBLEM) >= 1 and "catalog.py" not in console, console[-4000:]
+        assert console.count(PROBLEM) >= 1 and "catalog/spec.py" not in console, console[-4000:]
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:

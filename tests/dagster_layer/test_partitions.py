@@ -5,9 +5,9 @@ DAGSTER_NOTES 2 and 5, D2, D17, D18). Real runs on a real sqlite instance in a t
 import pytest
 from dagster import AssetKey, AssetSelection
 
-from slm4ie_assets import assets as assets_module
-from slm4ie_assets.assets import extracted_key, partitions_name, shards_key
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.dagster_layer import assets as assets_module
+from slm4ie_assets.dagster_layer.assets import extracted_key, partitions_name, shards_key
+from slm4ie_assets.store.dataset_store import DatasetStore
 from support.dagster_project import DagsterProject, output_metadata, part_meta_mtimes, touch
 from support.files import write_files
 

@@ -13,12 +13,12 @@ from dagster import (
     build_schedule_context,
 )
 
-from slm4ie_assets import sensors as sensors_module
-from slm4ie_assets.assets import extracted_key, shards_key
-from slm4ie_assets.locks import dataset_lock
+from slm4ie_assets.dagster_layer import sensors as sensors_module
+from slm4ie_assets.dagster_layer.assets import extracted_key, shards_key
+from slm4ie_assets.dagster_layer.sensors import SENSOR_BUCKETS, bucket_digests, decode_cursor, encode_cursor
 from slm4ie_assets.pipeline import lock_path
-from slm4ie_assets.sensors import SENSOR_BUCKETS, bucket_digests, decode_cursor, encode_cursor
-from slm4ie_assets.shards import Shard
+from slm4ie_assets.planning.shards import Shard
+from slm4ie_assets.store.locks import dataset_lock
 from support.dagster_project import DagsterProject, output_metadata, part_meta_mtimes, touch
 from support.files import write_files
 from support.watcher import Watcher

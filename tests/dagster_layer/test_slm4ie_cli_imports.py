@@ -60,7 +60,7 @@ def test_an_expected_error_is_worded_without_dagster(catalog):
     assert messages(res) == [f"slm4ie: dataset 'absent': raw folder {catalog.parent / 'raw' / 'absent'} does not "
                              "exist (put the text input files under it). What to do: create the folder with the "
                              "dataset's input files (or correct `input_dir` in extract.yaml), then materialize again."]
-    assert "slm4ie_assets.remedies" in modules and "slm4ie_assets.user_errors" not in modules
+    assert "slm4ie_assets.remedies" in modules and "slm4ie_assets.dagster_layer.user_errors" not in modules
     assert dagster_modules(modules) == []
 
 

@@ -1,4 +1,4 @@
-"""Runs whose process died stop holding the extraction pool (docs/guarantees.md 1; stale_runs.py).
+"""Runs whose process died stop holding the extraction pool (docs/guarantees.md 1; dagster_layer/stale_runs.py).
 
 A real Dagster instance (the project's dagster.yaml: queued run coordinator, run-granularity pool
 `slm4ie_extract`) in a temporary DAGSTER_HOME, and a real child process that materializes
@@ -32,9 +32,8 @@ from dagster._core.events import EngineEventData
 from dagster._core.launcher import WorkerStatus
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.definitions import build_definitions
-from slm4ie_assets.sensors import STALE_RUN_SENSOR
-from slm4ie_assets.stale_runs import (
+from slm4ie_assets.dagster_layer.sensors import STALE_RUN_SENSOR
+from slm4ie_assets.dagster_layer.stale_runs import (
     GRPC_INFO_TAG,
     HOST_TAG,
     LAUNCHED_FROM_TAG,
@@ -49,6 +48,7 @@ from slm4ie_assets.stale_runs import (
     process_tags,
     reap_dead_runs,
 )
+from slm4ie_assets.definitions import build_definitions
 from support.files import write_config, write_files
 from support.paths import REPO
 
@@ -59,7 +59,7 @@ POOL = "slm4ie_extract"
 CHILD = """
 import sys, time
 from dagster import AssetKey, DagsterInstance
-import slm4ie_assets.assets as assets
+import slm4ie_assets.dagster_layer.assets as assets
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.definitions import build_definitions
 

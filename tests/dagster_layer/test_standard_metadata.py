@@ -8,13 +8,13 @@ import pytest
 import yaml
 from dagster import AssetKey, AssetRecordsFilter, AssetSelection, TableSchema, materialize
 
-from slm4ie_assets.assets import extracted_key, partitions_name, shards_key
 from slm4ie_assets.catalog import CatalogError, load_catalog
+from slm4ie_assets.dagster_layer.assets import extracted_key, partitions_name, shards_key
+from slm4ie_assets.dagster_layer.io_manager import ExtractIOManager
+from slm4ie_assets.dagster_layer.lineage import raw_key
+from slm4ie_assets.dagster_layer.resources import ExtractSettings
 from slm4ie_assets.definitions import build_definitions
-from slm4ie_assets.io_manager import ExtractIOManager
-from slm4ie_assets.lineage import raw_key
-from slm4ie_assets.resources import ExtractSettings
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.store.dataset_store import DatasetStore
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"

@@ -8,8 +8,8 @@ import subprocess
 
 from dagster import AssetKey, AssetSelection
 
-from slm4ie_assets.assets import extracted_key
-from slm4ie_assets.column_schemas import DOCUMENT_SCHEMA, SIDECAR_SCHEMA
+from slm4ie_assets.dagster_layer.assets import extracted_key
+from slm4ie_assets.dagster_layer.column_schemas import DOCUMENT_SCHEMA, SIDECAR_SCHEMA
 from support.dagster_cli import dagster_env
 from support.dagster_project import DagsterProject, output_metadata
 from support.files import write_files

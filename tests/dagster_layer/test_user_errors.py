@@ -1,10 +1,10 @@
 """Expected errors end a run with one clear message that says what to do, no traceback of ours, and
-a non-zero exit; a real bug keeps its traceback (issue 15 item 6, slm4ie_assets/user_errors.py).
+a non-zero exit; a real bug keeps its traceback (issue 15 item 6, slm4ie_assets/dagster_layer/user_errors.py).
 
 Through the real `dagster asset materialize` of this venv, a temp project and a temp DAGSTER_HOME.
 Dagster itself still prints its executor frames under a Failure ("Stack Trace:", see
 DAGSTER_NOTES 11): what is asserted is that no frame of ours but the one
-`raise` of user_errors.py is shown, that no exception is chained, and that no Python traceback is.
+`raise` of dagster_layer/user_errors.py is shown, that no exception is chained, and that no Python traceback is.
 """
 
 import os
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from dagster import DagsterEventType, DagsterInstance, asset, materialize
 
-from slm4ie_assets.assets import partitions_name
-from slm4ie_assets.locks import dataset_lock
-from slm4ie_assets.user_errors import expected_errors_as_failures
+from slm4ie_assets.dagster_layer.assets import partitions_name
+from slm4ie_assets.dagster_layer.user_errors import expected_errors_as_failures
+from slm4ie_assets.store.locks import dataset_lock
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).parent / "dagster"
@@ -198,7 +198,7 @@ def test_a_real_bug_keeps_its_traceback(project):
     assert rc != 0
     assert "NotADirectoryError" in output
     assert "What to do: " not in output
-    assert any(f.endswith("/slm4ie_assets/locks.py") for f in our_frames(output)), output
+    assert any(f.endswith("/slm4ie_assets/store/locks.py") for f in our_frames(output)), output
 
 
 def test_a_lock_timeout_is_one_failure_through_dagster(tmp_path, instance):
@@ -237,7 +237,7 @@ def test_a_bug_passes_the_wrapper_untouched():
 @pytest.mark.parametrize("value", ["soon", "-1", "nan"])
 def test_a_bad_lock_timeout_setting_is_refused_naming_it(value):
     env = {**os.environ, "SLM4IE_LOCK_TIMEOUT": value}
-    done = subprocess.run([sys.executable, "-c", "import slm4ie_assets.locks"], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", "import slm4ie_assets.store.locks"], env=env, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode != 0
     assert f"SLM4IE_LOCK_TIMEOUT={value!r}: expected the seconds a run waits for a lock, a number >= 0" in done.stderr

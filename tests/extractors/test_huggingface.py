@@ -321,7 +321,7 @@ def test_list_inputs_is_one_input_per_immediate_subdirectory_sorted(tmp_path):
 
 
 def test_fingerprint_is_total_size_then_a_digest_of_names_sizes_and_mtimes(tmp_path):
-    """D18 shards: a config dir's fingerprint leads with the total byte size (shards.py reads it) and
+    """D18 shards: a config dir's fingerprint leads with the total byte size (planning/shards.py reads it) and
     changes with any file's name, size or mtime, from stat alone (equal stats with other content give
     the same fingerprint, proving no content is read)."""
     cfg = tmp_path / "sl"

@@ -30,7 +30,7 @@ from slm4ie_assets.extractors.drop_ledger import DropLedger  # noqa: E402
 from slm4ie_assets.extractors.extract_context import ExtractContext, RangeCounts  # noqa: E402
 from slm4ie_assets.extractors.huggingface import HuggingfaceExtractor, RowSplitter  # noqa: E402
 from slm4ie_assets.extractors.input_file import FileRange, InputFile  # noqa: E402
-from slm4ie_assets.part_writer import count_range  # noqa: E402
+from slm4ie_assets.parts.writer import count_range  # noqa: E402
 from slm4ie_assets.pipeline import extract_dataset  # noqa: E402
 
 KEY = "d"

@@ -273,7 +273,7 @@ def test_a_file_without_its_row_is_counted_metadata_missing_in_the_ledger_and_th
     import yaml
 
     from slm4ie_assets.catalog import load_catalog
-    from slm4ie_assets.materialization_metadata import publish_metadata
+    from slm4ie_assets.dagster_layer.materialization_metadata import publish_metadata
     from slm4ie_assets.pipeline import extract_dataset, plan_dataset
 
     raw = tmp_path / "raw" / "oss"

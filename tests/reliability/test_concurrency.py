@@ -1,7 +1,7 @@
 """Concurrency (docs/guarantees.md 2): two runs on the same dataset never corrupt each other; different
 datasets run side by side freely.
 
-The per-dataset `flock` (locks.py) is taken around archive unpacking (the asset body) and around
+The per-dataset `flock` (store/locks.py) is taken around archive unpacking (the asset body) and around
 part writing and publishing (`extract_and_publish`, `extract_shard_batch`). To make the races
 deterministic, a test takes the same lock itself, starts real `dagster asset materialize` CLI
 processes, waits until each has logged that it is waiting for the lock, checks that nothing was
@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.locks import dataset_lock
 from slm4ie_assets.pipeline import extract_dataset, lock_path, unpack
-from slm4ie_assets.shards import list_shards
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.planning.shards import list_shards
+from slm4ie_assets.store.dataset_store import DatasetStore
+from slm4ie_assets.store.locks import dataset_lock
 from support.crash import Cli, TwoVersionProject, assert_consistent, assert_no_leftovers, instance_home, snapshot
 from support.files import write_config
 
@@ -108,7 +108,7 @@ def test_a_shard_partition_run_beside_a_dataset_run(tmp_path):
     every part stays whole, and the published pair equals a serial run's."""
     from dagster import DagsterInstance
 
-    from slm4ie_assets.assets import partitions_name
+    from slm4ie_assets.dagster_layer.assets import partitions_name
 
     project = TwoVersionProject(tmp_path, docs=1500, datasets={"c_jsonl": "jsonl"})
     spec = project.spec("c_jsonl")

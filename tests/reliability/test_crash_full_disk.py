@@ -18,7 +18,7 @@ import pytest
 
 from slm4ie_assets.archives import is_temp_name
 from slm4ie_assets.pipeline import ShardBatch, extract_shard_batch, plan_dataset, unpack
-from slm4ie_assets.store import PARTIAL, DatasetStore, OutputWriteError
+from slm4ie_assets.store.dataset_store import PARTIAL, DatasetStore, OutputWriteError
 from support.crash import Cli, TwoVersionProject, assert_no_leftovers, instance_home, snapshot
 
 

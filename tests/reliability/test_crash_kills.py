@@ -32,7 +32,7 @@ import pytest
 from slm4ie_assets.archives import is_temp_name
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.store import PARTIAL, DatasetStore
+from slm4ie_assets.store.dataset_store import PARTIAL, DatasetStore
 from support.crash import (
     DATASETS,
     Cli,
@@ -368,7 +368,8 @@ def test_sigkill_of_the_dagster_cli_at_200_moments(tmp_path, record_property):
 def test_a_killed_cli_run_does_not_keep_holding_the_extraction_pool(killed_cli_runs):
     """After kills and a successful next CLI run, no dead run of the instance still holds the pool
     that the queued run coordinator uses to admit extraction runs one at a time: the next run's first
-    extraction step marked them failed (stale_runs.py; dagster_layer/test_stale_runs.py covers the sensor too)."""
+    extraction step marked them failed (slm4ie_assets/dagster_layer/stale_runs.py;
+    tests/dagster_layer/test_stale_runs.py covers the sensor too)."""
     from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 
     phases, home, _ = killed_cli_runs

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.engine.worker_pool import WorkerDied
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.shards import list_shards
-from slm4ie_assets.store import DatasetStore
-from slm4ie_assets.worker_pool import WorkerDied
+from slm4ie_assets.planning.shards import list_shards
+from slm4ie_assets.store.dataset_store import DatasetStore
 from support.files import write_config, write_files
 
 _TRUNCATE_WHILE_READING = r"""

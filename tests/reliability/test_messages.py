@@ -10,13 +10,13 @@ import time
 import pytest
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.document_encoder import Drop, encode_document
-from slm4ie_assets.locks import LockFileError, check_opened_lock, dataset_lock
+from slm4ie_assets.engine.stalls import WorkerStalled
+from slm4ie_assets.parts.document_encoder import Drop, encode_document
 from slm4ie_assets.pipeline import extract_and_publish, extract_dataset, plan_dataset
 from slm4ie_assets.schema import Document
-from slm4ie_assets.stalls import WorkerStalled
-from slm4ie_assets.store import DatasetStore
-from slm4ie_assets.type_names import a_type_name
+from slm4ie_assets.store.dataset_store import DatasetStore
+from slm4ie_assets.store.locks import LockFileError, check_opened_lock, dataset_lock
+from slm4ie_assets.utils.type_names import a_type_name
 from support.files import write_config, write_files
 from support.processes import pool_workers
 

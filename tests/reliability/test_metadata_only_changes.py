@@ -15,10 +15,10 @@ import pytest
 
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.extractors.registry import make_extractor
-from slm4ie_assets.input_stamps import InputChanged
-from slm4ie_assets.part_writer import write_part_counted
+from slm4ie_assets.parts.writer import write_part_counted
 from slm4ie_assets.pipeline import extract_and_publish, plan_dataset
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.planning.input_stamps import InputChanged
+from slm4ie_assets.store.dataset_store import DatasetStore
 from support.files import read_jsonl, write_config, write_files
 
 DOCS = 2500  # over the part writer's 1,000 documents between progress calls: one call mid-read

@@ -24,7 +24,7 @@ import yaml
 
 from slm4ie_assets.catalog import CatalogError, load_catalog, parse_catalog
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.store.dataset_store import DatasetStore
 from support.files import read_jsonl, write_config, write_files
 
 NS = 'xmlns="http://www.tei-c.org/ns/1.0"'
@@ -139,10 +139,10 @@ def test_hand_typed_partition_key_fails_the_run_and_writes_nothing(tmp_path):
     watched, tmp_path = tmp_path, tmp_path / "a" / "b" / "project"  # room for escapes to land in
     from dagster import AssetSelection, instance_for_test, materialize
 
-    from slm4ie_assets.assets import partitions_name, shards_key
+    from slm4ie_assets.dagster_layer.assets import partitions_name, shards_key
+    from slm4ie_assets.dagster_layer.io_manager import ExtractIOManager
+    from slm4ie_assets.dagster_layer.resources import ExtractSettings
     from slm4ie_assets.definitions import build_definitions
-    from slm4ie_assets.io_manager import ExtractIOManager
-    from slm4ie_assets.resources import ExtractSettings
 
     write_files(tmp_path / "raw" / "kas", {"a.txt": "prvi\n"})
     cfg = write_config(tmp_path, {"kas": {"extractor": "text", "domain": "web"}})

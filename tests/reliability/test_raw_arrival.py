@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from slm4ie_assets.assets import extracted_key, partitions_name
 from slm4ie_assets.catalog import CatalogError, load_catalog
-from slm4ie_assets.input_stamps import InputChanged
+from slm4ie_assets.dagster_layer.assets import extracted_key, partitions_name
+from slm4ie_assets.dagster_layer.sensors import evaluate_raw
+from slm4ie_assets.engine.stalls import WorkerStalled
 from slm4ie_assets.pipeline import StrictModeViolation, extract_and_publish, extract_dataset, plan_dataset
-from slm4ie_assets.sensors import evaluate_raw
-from slm4ie_assets.settling import arrivals
-from slm4ie_assets.stalls import WorkerStalled
-from slm4ie_assets.store import DatasetStore, UnsafeOutputTree
+from slm4ie_assets.planning.input_stamps import InputChanged
+from slm4ie_assets.planning.settling import arrivals
+from slm4ie_assets.store.dataset_store import DatasetStore, UnsafeOutputTree
 from support.dagster_project import DagsterProject, output_metadata
 from support.files import read_jsonl, write_config, write_files
 from support.processes import pool_workers

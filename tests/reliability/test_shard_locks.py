@@ -4,7 +4,7 @@ EXCLUSIVE. So runs on disjoint shards of one dataset write at the same time, run
 turns (the second skips the part it finds current, or, forced, rewrites it), and a SIGKILLed run
 costs only its own unfinished shards.
 
-Every race is ordered by events, never by timing: the test holds locks itself through locks.py,
+Every race is ordered by events, never by timing: the test holds locks itself through store/locks.py,
 reads which process holds which lock from /proc/locks, and freezes a run's process group with
 SIGSTOP while it holds a shard lock. Runs are real `dagster asset materialize` processes on a real
 instance (`shards/<key>` partition ranges), each in its own process group.
@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.locks import LockFileError, dataset_lock, shard_lock
 from slm4ie_assets.pipeline import (
     MAX_ROUNDS,
     ShardBatch,
@@ -29,7 +28,8 @@ from slm4ie_assets.pipeline import (
     extract_shard_batch,
     plan_dataset,
 )
-from slm4ie_assets.store import PARTIAL, DatasetStore
+from slm4ie_assets.store.dataset_store import PARTIAL, DatasetStore
+from slm4ie_assets.store.locks import LockFileError, dataset_lock, shard_lock
 from support.crash import assert_no_leftovers, instance_home
 from support.lock_races import WAIT_LIMIT, MaterializeRun, flock_holders, freeze_while_holding, holds, wait_for
 from support.paths import REPO
@@ -112,7 +112,7 @@ def registered_home(path: Path) -> Path:
     partition ranges are contiguous)."""
     from dagster import DagsterInstance
 
-    from slm4ie_assets.assets import partitions_name
+    from slm4ie_assets.dagster_layer.assets import partitions_name
 
     instance = DagsterInstance.from_config(str(instance_home(path)))
     instance.add_dynamic_partitions(partitions_name(KEY), FILES)
@@ -270,7 +270,7 @@ def test_a_run_whose_parts_keep_being_replaced_gives_up_naming_the_dataset(tmp_p
 
 def test_a_sensor_tick_skips_while_a_part_writer_holds_the_dataset_lock(tmp_path, instance):
     """The sensor unpacks archives, so it needs the dataset lock exclusive; it never waits for it."""
-    from slm4ie_assets.sensors import evaluate_raw
+    from slm4ie_assets.dagster_layer.sensors import evaluate_raw
 
     write_raw(tmp_path / "raw" / KEY, "new")
     catalog = load_catalog(write_config(tmp_path, "out"))

@@ -1,5 +1,5 @@
 """Only whole files are published by the runs a sensor starts (docs/architecture.md, the settle rule;
-held_inputs.py): the extraction of a dataset never published, which the raw sensor requests, and the
+planning/held_inputs.py): the extraction of a dataset never published, which the raw sensor requests, and the
 republish of extracted/<key> that the automation sensor requests list raw/<key>/ themselves, after
 the sensor's tick. A file that began arriving since (its mtime is now) is left out of that publish
 and planned by the sensor once it has settled. A run a person starts publishes what is there, as
@@ -11,8 +11,8 @@ import time
 
 from dagster import AssetSelection
 
-from slm4ie_assets.assets import extracted_key, partitions_name, shards_key
-from slm4ie_assets.sensors import evaluate_raw
+from slm4ie_assets.dagster_layer.assets import extracted_key, partitions_name, shards_key
+from slm4ie_assets.dagster_layer.sensors import evaluate_raw
 from support.dagster_project import DagsterProject
 from support.files import read_jsonl
 

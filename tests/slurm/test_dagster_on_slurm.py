@@ -22,14 +22,14 @@ import pytest
 import yaml
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from slm4ie_assets.assets import partitions_name
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.locks import dataset_lock, shard_lock
+from slm4ie_assets.dagster_layer.assets import partitions_name
 from slm4ie_assets.pipeline import lock_path
-from slm4ie_assets.shards import list_shards
+from slm4ie_assets.planning.shards import list_shards
 from slm4ie_assets.slurm import JOB_TAG
 from slm4ie_assets.slurm.commands import show_job
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.store.dataset_store import DatasetStore
+from slm4ie_assets.store.locks import dataset_lock, shard_lock
 from support.slurm import (
     conllu_files,
     job_nodes,

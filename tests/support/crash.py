@@ -18,7 +18,7 @@ from pathlib import Path
 from slm4ie_assets.archives import is_temp_name
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset, plan_dataset
-from slm4ie_assets.store import PARTIAL, DatasetStore
+from slm4ie_assets.store.dataset_store import PARTIAL, DatasetStore
 from support.dagster_cli import dagster_env
 from support.files import write_config
 from support.paths import REPO, VENV_BIN

@@ -7,13 +7,13 @@ from pathlib import Path
 import yaml
 from dagster import AssetKey, AssetSelection, materialize
 
-from slm4ie_assets.assets import extracted_key
 from slm4ie_assets.catalog import load_catalog
+from slm4ie_assets.dagster_layer.assets import extracted_key
+from slm4ie_assets.dagster_layer.io_manager import ExtractIOManager
+from slm4ie_assets.dagster_layer.resources import ExtractSettings
 from slm4ie_assets.definitions import build_definitions
-from slm4ie_assets.io_manager import ExtractIOManager
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.resources import ExtractSettings
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.store.dataset_store import DatasetStore
 from support.files import write_config
 
 

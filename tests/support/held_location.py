@@ -9,7 +9,7 @@ import os
 import time
 from pathlib import Path
 
-import slm4ie_assets.assets as assets
+import slm4ie_assets.dagster_layer.assets as assets
 from slm4ie_assets.definitions import defs
 
 _require_raw_dir = assets.require_raw_dir

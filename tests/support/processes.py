@@ -15,7 +15,7 @@ def children(pid: int) -> list[int]:
 
 
 def pool_workers() -> list[int]:
-    """This process's pool workers: the children of its forkserver (worker_pool.py), or spawned
+    """This process's pool workers: the children of its forkserver (engine/worker_pool.py), or spawned
     children where the platform has no forkserver (not multiprocessing's resource tracker)."""
     found = []
     for pid in children(os.getpid()):

@@ -14,9 +14,9 @@ from slm4ie_assets.extractors.extract_context import ExtractContext, RangeCounts
 from slm4ie_assets.extractors.input_file import InputFile
 from slm4ie_assets.extractors.macocu.doc_cuts import plan_doc_cuts
 from slm4ie_assets.extractors.macocu.extractor import MacocuExtractor
-from slm4ie_assets.part_writer import count_range
+from slm4ie_assets.parts.writer import count_range
 from slm4ie_assets.pipeline import extract_dataset
-from slm4ie_assets.shards import range_files
+from slm4ie_assets.planning.shards import range_files
 from support.files import write_files
 
 KEY = "d"

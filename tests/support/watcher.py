@@ -7,7 +7,7 @@ from dagster import (
     evaluate_automation_conditions,
 )
 
-from slm4ie_assets.assets import extracted_key, partitions_name
+from slm4ie_assets.dagster_layer.assets import extracted_key, partitions_name
 from support.dagster_project import DagsterProject
 
 

@@ -22,12 +22,12 @@ import pytest
 import yaml
 from dagster import AssetKey, DagsterRunStatus, RunsFilter
 
-from slm4ie_assets.assets import partitions_name
 from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.locks import dataset_lock, shard_lock
+from slm4ie_assets.dagster_layer.assets import partitions_name
 from slm4ie_assets.pipeline import lock_path, unpack
-from slm4ie_assets.shards import list_shards
-from slm4ie_assets.store import DatasetStore
+from slm4ie_assets.planning.shards import list_shards
+from slm4ie_assets.store.dataset_store import DatasetStore
+from slm4ie_assets.store.locks import dataset_lock, shard_lock
 from support.ui import (
     BACKFILL_DONE,
     REPO,

@@ -1,0 +1,1 @@
+"""The thin Dagster layer: assets, IO manager, checks, sensors, versions, run monitoring."""

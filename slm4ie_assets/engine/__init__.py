@@ -1,0 +1,1 @@
+"""The run engine: which range runs when, the worker pool, progress and stalls."""

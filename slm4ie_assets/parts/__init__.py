@@ -1,0 +1,1 @@
+"""One shard -> one committed part: documents encoded, sidecar, meta written last."""

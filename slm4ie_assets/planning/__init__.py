@@ -1,0 +1,1 @@
+"""Inputs -> shards: keys, fingerprints, input stamps, and which raw files have settled."""

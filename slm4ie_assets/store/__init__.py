@@ -1,0 +1,1 @@
+"""The output folder: layout, records, locks, clean-up, and the publish of a version."""
