@@ -73,7 +73,7 @@ class ShardCounters:
 
     def numbers(self, task: int) -> tuple[int, int]:
         """Documents and bytes read together: what a stall watch compares from one look to the next."""
-        return self.slots[2 * task], self.slots[2 * task + 1]
+        return self.docs(task), self.bytes_read(task)
 
     def set_docs(self, task: int, docs: int) -> None:
         self.slots[2 * task] = docs

@@ -20,6 +20,7 @@ from slm4ie_assets.extractors.tsv_metadata import parse_tsv_config
 from slm4ie_assets.pipeline import extract_and_publish, plan_dataset
 from slm4ie_assets.schema import sentence_text
 from support.corpora import corpora_config, load_compare_outputs
+from support.extraction import over_cap_expectation
 
 
 def row(i, form, lemma="_", upos="_", feats="_", misc="_", xpos="X"):
@@ -560,20 +561,6 @@ def test_fast_path_agrees_with_a_line_by_line_model(tmp_path, lines, newline):
 # ----------------------------------------------------------------------------- max_document_bytes (docs/memory.md)
 
 
-def _capped_expectation(whole, cap: int) -> tuple[list, list]:
-    """The lines and the warnings a cap should give, from the uncapped run: a document whose text is
-    over `cap` UTF-8 bytes is dropped, its warning in its place among the others."""
-    lines, warnings = [], []
-    for line in whole.lines:
-        size = len(line["text"].encode())
-        if size > cap:
-            warnings.append(f"d/a.conllu: document {line['doc_id']!r}: its text is {size:,} bytes, over "
-                            f"max_document_bytes ({cap:,}); skipped [document_too_large]")
-        else:
-            lines.append(line)
-    return lines, warnings
-
-
 def test_a_document_over_the_cap_is_dropped_as_when_built_whole(corpus):
     """Its columns are let go once its text passes the cap; the drop, its fallback id (a newdoc
     without an id), a blank document's empty_text and the order of the warnings stay."""
@@ -586,7 +573,7 @@ def test_a_document_over_the_cap_is_dropped_as_when_built_whole(corpus):
     cap = 200
     assert sorted(len(line["text"].encode()) > cap for line in whole.lines) == [False, False, True, True]
     capped = corpus.run("d", "conllu", {"a.conllu": data}, max_document_bytes=cap)
-    lines, too_large = _capped_expectation(whole, cap)
+    lines, too_large = over_cap_expectation(whole, cap, "d/a.conllu")
     assert capped.lines == lines
     assert [w for w in capped.warnings if "document_too_large" in w] == too_large
     assert "'a:000001'" in too_large[0]  # the fallback id the encoder gives it (D3)
@@ -612,7 +599,7 @@ def test_a_sentence_longer_than_a_slice_is_read_in_slices_with_the_same_result(c
     assert (kept.lines, kept.sidecar, kept.warnings) == (whole.lines, whole.sidecar, whole.warnings)
     for cap in (10, 300_000):
         capped = corpus.run("d", "conllu", {"a.conllu": data}, max_document_bytes=cap)
-        lines, too_large = _capped_expectation(whole, cap)
+        lines, too_large = over_cap_expectation(whole, cap, "d/a.conllu")
         assert capped.lines == lines
         assert [w for w in capped.warnings if "document_too_large" in w] == too_large
         assert [w for w in capped.warnings if "malformed_row" in w] == [w for w in whole.warnings if "malformed" in w]

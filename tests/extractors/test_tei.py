@@ -23,6 +23,7 @@ from slm4ie_assets.extractors.tei.plain import PlainPass
 from slm4ie_assets.extractors.tei.tokens import DocTokens, SentenceReader
 from slm4ie_assets.pipeline import extract_and_publish, plan_dataset
 from support.corpora import load_compare_outputs
+from support.extraction import over_cap_expectation
 from support.paths import SHARED
 
 TEI_KEYS = ("parlamint_si", "parlamint_si_plain", "ssj500k_tei", "classla_plain_tei", "eltec_slv", "eltec_slv_l2")
@@ -705,19 +706,6 @@ def test_utterance_memory_does_not_grow_with_the_file(tmp_path):
 # ----------------------------------------------------------------------------- max_document_bytes (docs/memory.md)
 
 
-def _over_cap_expectation(whole, cap: int, name: str) -> tuple[list, list]:
-    """The lines and the too-large warnings a cap should give, from the uncapped run."""
-    lines, warnings = [], []
-    for line in whole.lines:
-        size = len(line["text"].encode())
-        if size > cap:
-            warnings.append(f"d/{name}: document {line['doc_id']!r}: its text is {size:,} bytes, over "
-                            f"max_document_bytes ({cap:,}); skipped [document_too_large]")
-        else:
-            lines.append(line)
-    return lines, warnings
-
-
 @pytest.mark.parametrize("cap", [1, 15, 60, 10_000])
 def test_annotated_documents_over_the_cap_let_their_tokens_go_with_the_same_drops(corpus, cap):
     """Per-file and utterance documents count their text sentence by sentence under a cap and let
@@ -730,7 +718,7 @@ def test_annotated_documents_over_the_cap_let_their_tokens_go_with_the_same_drop
     for name, content in (("u.xml", utterances), ("p.xml", per_file)):
         whole = corpus.run("d", "tei", {name: content})
         capped = corpus.run("d", "tei", {name: content}, max_document_bytes=cap)
-        lines, too_large = _over_cap_expectation(whole, cap, name)
+        lines, too_large = over_cap_expectation(whole, cap, f"d/{name}")
         assert capped.lines == lines
         assert [w for w in capped.warnings if "document_too_large" in w] == too_large
         assert [w for w in capped.warnings if "document_too_large" not in w] == whole.warnings

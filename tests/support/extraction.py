@@ -67,3 +67,18 @@ def extract_raw(root: Path, key: str, extractor: str, domain: str, files: dict |
     catalog = load_catalog(write_config(root, {key: {"extractor": extractor, "domain": domain}}))
     plan = plan_dataset(catalog.dataset(key), force=True, workers=workers)
     return Result(root / "out", key, extract_and_publish(plan), plan)
+
+
+def over_cap_expectation(whole: Result, cap: int, where: str) -> tuple[list, list]:
+    """The lines and the too-large warnings a `max_document_bytes` cap should give, from the uncapped
+    run: a document whose text is over `cap` UTF-8 bytes is dropped (docs/memory.md). `where` is the
+    warning's `dataset/file`."""
+    lines, warnings = [], []
+    for line in whole.lines:
+        size = len(line["text"].encode())
+        if size > cap:
+            warnings.append(f"{where}: document {line['doc_id']!r}: its text is {size:,} bytes, over "
+                            f"max_document_bytes ({cap:,}); skipped [document_too_large]")
+        else:
+            lines.append(line)
+    return lines, warnings
