@@ -10,9 +10,8 @@ and first ranges, largest first; `run_serial` runs them in file order.
 
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar, cast
 
 from ..extractors.extract_context import SPECULATIVE, RangeCounts, RangeStart
 from ..extractors.input_file import InputFile
@@ -26,6 +25,9 @@ class RangeBook:
 
     def __init__(self, files: Sequence[InputFile]):
         self._known: dict[str, dict[int, RangeCounts]] = {}
+        # per split file, the sums of its known ranges from the first: [0..0], [0..1], ... (a range's
+        # start is one lookup, not a sum over every range before it at each look)
+        self._sums: dict[str, list[RangeCounts]] = {}
         self._upto: dict[str, InputFile] = {}  # per split file: its last range among `files`
         self._extracted: dict[str, set[int]] = {}  # per split file: the ranges among `files`
         for f in files:
@@ -63,21 +65,22 @@ class RangeBook:
         return [file.range_of(i) for i in range(file.range.index) if i not in known]
 
     def record(self, file: InputFile, counts: RangeCounts) -> None:
-        if file.range is not None:
-            self._known.setdefault(file.rel, {}).setdefault(file.range.index, counts)
+        if file.range is None:
+            return
+        known = self._known.setdefault(file.rel, {})
+        known.setdefault(file.range.index, counts)
+        sums = self._sums.setdefault(file.rel, [])
+        while len(sums) in known:  # extend the run of known ranges from the first
+            sums.append(known[len(sums)] if not sums else sums[-1] + known[len(sums)])
 
     def start(self, file: InputFile) -> RangeStart | None:
         """Where `file` starts (at the file's start for a whole file or a first range); None while
         the counts of a range before it are unknown."""
         if file.range is None or file.range.index == 0:
             return RangeStart()
-        known = self._known.get(file.rel, {})
-        total = RangeCounts()
-        for i in range(file.range.index):
-            if i not in known:
-                return None
-            total = total + known[i]
-        return RangeStart.after(total)
+        sums = self._sums.get(file.rel, ())
+        index = file.range.index
+        return RangeStart.after(sums[index - 1]) if len(sums) >= index else None
 
     def fill(self, file: InputFile, count: Callable[[InputFile], RangeCounts]) -> RangeStart:
         """`start(file)`, counting the missing earlier ranges here, in order."""
@@ -148,32 +151,66 @@ def run_serial(shards: Sequence[Shard], work: RangeWork[OutcomeT], report: Calla
         report(task, outcome)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Extracting:
-    """In flight: shard `task`'s part, its range from `start`."""
+    """In flight: shard `slot`'s part, its range from `start` (the slot is the task: its index in
+    the run's shards, and its entry in the pool's pid table)."""
 
-    task: int
-    file: InputFile
+    stage: ClassVar[str] = "extract"  # the stage clock's name for it (engine/stage_clock.py)
+    slot: int
+    shard: Shard
     start: RangeStart
 
+    @property
+    def task(self) -> int:
+        return self.slot
 
-@dataclass(frozen=True)
+    @property
+    def file(self) -> InputFile:
+        return self.shard.files[0]
+
+    def run(self, work: RangeWork[OutcomeT]) -> OutcomeT:
+        return work.extract(self.slot, self.shard, self.start)
+
+
+@dataclass(frozen=True, eq=False)
 class Counting:
-    """In flight: the count-only pass over a range."""
+    """In flight: the count-only pass over a range (its slot follows the run's shards' slots)."""
 
+    stage: ClassVar[str] = "count"
+    slot: int
     file: InputFile
 
+    def run(self, work: RangeWork) -> RangeCounts:
+        return work.count(self.file)
 
-def run_pooled(shards: Sequence[Shard], work: RangeWork[OutcomeT], pool: Executor,
-               report: Callable[[int, OutcomeT], None], workers: int = 2,
-               strategy: RangeStrategy = RangeStrategy.CHAINS, watch: Callable[[list[int]], None] | None = None,
-               poll: float = 1.0) -> None:
-    """Run the extraction of `shards` (task = index) through `pool`'s `workers`, keeping one task
-    per worker in flight so the next pick is made when a worker frees: first the count-only
-    passes that let each split file run as several chains of ranges (`chains_per_file`), then
-    the ready range furthest into its file (a chain goes on as soon as its predecessor is written),
-    then whole files and first ranges, largest first. With `watch`, it is called every `poll`
-    seconds while the pool works, with the extractions in flight (engine/stalls.py), and may raise to stop
+
+Job = Extracting | Counting
+
+
+class JobRunner(Protocol):
+    """Where `run_pooled` sends its jobs, one per free worker (engine/worker_pool.py: a pool of
+    processes, each job run there as `job.run(work)`)."""
+
+    def start(self, job: Job) -> None:
+        """Run `job` on a free worker."""
+        ...
+
+    def finished(self, timeout: float | None) -> list[tuple[Job, object]]:
+        """The jobs done since the last call, with what each returned (waits up to `timeout`
+        seconds for the first; None: until one is done). Raises what a job raised."""
+        ...
+
+
+def run_pooled(shards: Sequence[Shard], runner: JobRunner, report: Callable[[int, OutcomeT], None],
+               workers: int = 2, strategy: RangeStrategy = RangeStrategy.CHAINS,
+               watch: Callable[[list[int]], None] | None = None, poll: float = 1.0) -> None:
+    """Run the extraction of `shards` (task = index) on `runner`'s `workers`, keeping one job per
+    worker in flight so the next pick is made when a worker frees: first the count-only passes
+    that let each split file run as several chains of ranges (`chains_per_file`), then the ready
+    range furthest into its file (a chain goes on as soon as its predecessor is written), then
+    whole files and first ranges, largest first. With `watch`, it is called every `poll` seconds
+    while the pool works, with the extractions in flight (engine/stalls.py), and may raise to stop
     the run.
 
     `RangeStrategy.SPECULATION` (the format's `Splitter.strategy`): no count-only pass up front;
@@ -182,37 +219,34 @@ def run_pooled(shards: Sequence[Shard], work: RangeWork[OutcomeT], pool: Executo
     file: its ranges not started yet wait for their counts, and the count-only passes the chains
     need (those not known or in flight) are queued, as with `CHAINS`."""
     run = _PoolRun(shards, strategy, workers)
-    in_flight: dict[Future, Extracting | Counting] = {}
+    in_flight: set[Job] = set()
 
     def fill_slots() -> None:
         while len(in_flight) < workers and (job := run.next_job(bool(in_flight))) is not None:
-            if isinstance(job, Counting):
-                in_flight[pool.submit(work.count, job.file)] = job
-            else:
-                in_flight[pool.submit(work.extract, job.task, shards[job.task], job.start)] = job
+            runner.start(job)
+            in_flight.add(job)
 
-    try:
+    fill_slots()
+    while in_flight:
+        done = runner.finished(None if watch is None else poll)
+        if watch is not None:
+            finished = {job for job, _ in done}
+            watch([job.task for job in in_flight if job not in finished and isinstance(job, Extracting)])
+        for job, result in done:
+            in_flight.discard(job)
+            run.running.discard(job.file)
+            if isinstance(job, Counting):
+                assert isinstance(result, RangeCounts)
+                run.book.record(job.file, result)
+                continue
+            outcome = cast(OutcomeT, result)
+            if outcome.needs_before:
+                run.stopped(job)
+                continue
+            if outcome.counts is not None:
+                run.book.record(job.file, outcome.counts)
+            report(job.task, outcome)
         fill_slots()
-        while in_flight:
-            done, _ = wait(in_flight, timeout=None if watch is None else poll, return_when=FIRST_COMPLETED)
-            if watch is not None:
-                watch([job.task for fut, job in in_flight.items() if fut not in done and isinstance(job, Extracting)])
-            for fut in done:
-                job = in_flight.pop(fut)
-                run.running.discard(job.file)
-                if isinstance(job, Counting):
-                    run.book.record(job.file, fut.result())
-                elif (outcome := fut.result()).needs_before:
-                    run.stopped(job)
-                else:
-                    if outcome.counts is not None:
-                        run.book.record(job.file, outcome.counts)
-                    report(job.task, outcome)
-            fill_slots()
-    except BaseException:
-        for f in in_flight:
-            f.cancel()
-        raise
     assert not run.later, "every range's earlier ranges were counted"
 
 
@@ -231,6 +265,11 @@ class _PoolRun:
         self.later = [t for t in order if not speculate and book.start(shards[t].files[0]) is None]
         self.running: set[InputFile] = set()  # the inputs of what is in flight
         self.settled: set[str] = set()  # split files whose speculation stopped
+        self._count_slots: dict[InputFile, int] = {}
+
+    def count_slot(self, file: InputFile) -> int:
+        """A count's slot: after the shards' (a range counted again keeps its slot)."""
+        return self._count_slots.setdefault(file, len(self.shards) + len(self._count_slots))
 
     def next_job(self, busy: bool) -> Extracting | Counting | None:
         """A count first, then the ready range furthest into its file (from `later`), else the next
@@ -249,7 +288,7 @@ class _PoolRun:
                 return None
         file = self.to_count.pop(0)
         self.running.add(file)
-        return Counting(file)
+        return Counting(self.count_slot(file), file)
 
     def _next_extraction(self) -> Extracting | None:
         ready = [t for t in self.later if self.book.start(self.shards[t].files[0]) is not None]
@@ -260,9 +299,9 @@ class _PoolRun:
             task = self.free.popleft()
         else:
             return None
-        file = self.shards[task].files[0]
-        start = self.book.start(file)
-        return Extracting(task, file, SPECULATIVE if start is None else start)  # None: only when speculating
+        shard = self.shards[task]
+        start = self.book.start(shard.files[0])
+        return Extracting(task, shard, SPECULATIVE if start is None else start)  # None: only when speculating
 
     def stopped(self, job: Extracting) -> None:
         """A speculative range needs its counts: it waits for them, and so, the first time, do its

@@ -10,7 +10,7 @@ stager thread's copying, which overlaps the extraction.
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -27,13 +27,6 @@ class Timed(Generic[T]):
     result: T
     started: float
     seconds: float
-
-
-def timed_call(fn: Callable[..., T], *args: object) -> Timed[T]:
-    """Run `fn(*args)` in a worker and say when and how long (module level: pools pickle it)."""
-    started, clock = time.time(), time.perf_counter()
-    result = fn(*args)
-    return Timed(result, started, time.perf_counter() - clock)
 
 
 @dataclass

@@ -38,6 +38,7 @@ from slm4ie_assets.planning.shards import (
     range_files,
 )
 from slm4ie_assets.store.dataset_store import DatasetStore
+from support.runners import ThreadRunner
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -353,7 +354,8 @@ def test_the_pool_schedule_hands_every_range_the_sum_of_the_ranges_before_it(tmp
         return truth[file.range.index]
 
     with ThreadPoolExecutor(workers) as pool:
-        run_pooled(shards, SimpleNamespace(extract=extract, count=count), pool, lambda t, r: None, workers)
+        runner = ThreadRunner(pool, SimpleNamespace(extract=extract, count=count))
+        run_pooled(shards, runner, lambda t, r: None, workers)
     expected = RangeCounts()
     for task in range(len(shards)):
         assert seen[task] == expected, task
@@ -384,7 +386,8 @@ def test_split_files_that_keep_the_workers_busy_run_one_chain_each_without_count
         return SimpleNamespace(counts=truth[task], needs_before=False)
 
     with ThreadPoolExecutor(2) as pool:
-        run_pooled(shards, SimpleNamespace(extract=extract, count=counted.append), pool, lambda t, r: None, 2)
+        run_pooled(shards, ThreadRunner(pool, SimpleNamespace(extract=extract, count=counted.append)),
+                   lambda t, r: None, 2)
     assert counted == []
     for task, shard in enumerate(shards):
         earlier = [t for t, s in enumerate(shards) if s.files[0].rel == shard.files[0].rel
