@@ -220,7 +220,8 @@ class RunReport:
     parts: list[PartMeta]  # the parts this run extracted
     seconds: float
     warnings: list[str]
-    stage_seconds: dict[str, float] = field(default_factory=dict)  # pipeline_clock.STAGES
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # engine/stage_clock.STAGES
+    stage_cpu: dict[str, float] = field(default_factory=dict)  # the pool's CPU seconds per stage
 
 
 class StrictModeViolation(RuntimeError):
@@ -303,7 +304,8 @@ def _extract_then_publish(plan: DatasetPlan, store: DatasetStore, stale: list[Sh
         metas = [written[s.key] for s in plan.shards if s.key in written]
         warnings = list(plan.unreadable) + [w for m in metas for w in m.warnings]
         return _with_summary(RunReport(spec.key, skipped, len(plan.shards), [m.shard for m in metas], manifest,
-                                       metas, time.monotonic() - started, warnings, dict(plan.clock.seconds)), log)
+                                       metas, time.monotonic() - started, warnings, dict(plan.clock.seconds),
+                                       dict(plan.clock.cpu)), log)
     raise RuntimeError(f"dataset {spec.key!r}: other runs changed {len(stale)} of its parts again each time this "
                        f"run had written them ({MAX_ROUNDS} rounds), first {stale[0].key!r}; are runs with a "
                        "different extract.yaml or raw folder working on it? Run again once they are done")

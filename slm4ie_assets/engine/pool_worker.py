@@ -114,9 +114,10 @@ def serve(start: WorkerStart, conn: Connection) -> None:
     os.chdir(start.cwd)
     start_context(WorkerContext.in_pool(start.text_writer_thread, start.counters, start.sampling_period))
     while (job := _receive(conn)) is not None:
-        started, clock = time.time(), time.perf_counter()
+        started, clock, cpu = time.time(), time.perf_counter(), time.process_time()
         try:
-            answer: Any = Timed(job.run(start.work), started, time.perf_counter() - clock)
+            result = job.run(start.work)
+            answer: Any = Timed(result, started, time.perf_counter() - clock, time.process_time() - cpu)
         except BaseException as exc:  # noqa: BLE001 - handed to the calling process
             answer = Failed(exc, traceback.format_exc())
             if not isinstance(exc, Exception):  # interrupted, or told to exit: say so and go

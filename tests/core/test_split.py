@@ -83,9 +83,9 @@ def test_split_bytes_top_level_and_per_dataset_and_unset_means_the_automatic_siz
 
 
 @pytest.mark.parametrize("split_bytes,size,expected", [
-    (None, 300_000_000, AUTO_RANGE),  # 32 MiB: 9 ranges, on any host
-    (None, 10 * 10**6, AUTO_RANGE),  # a file up to 32 MiB stays whole
-    (None, MAX_AUTO_RANGES * AUTO_RANGE, AUTO_RANGE),  # up to 8 GiB: 32 MiB ranges
+    (None, 300_000_000, AUTO_RANGE),  # 8 MiB: 36 ranges, on any host
+    (None, 8 * 10**6, AUTO_RANGE),  # a file up to 8 MiB stays whole
+    (None, MAX_AUTO_RANGES * AUTO_RANGE, AUTO_RANGE),  # up to 2 GiB: 8 MiB ranges
     (None, 50 * 10**9, 195_312_500),  # beyond: MAX_AUTO_RANGES ranges, bigger ones
     (1000, 8 * 10**9, 1000),  # extract.yaml's value wins
     (0, 8 * 10**9, 0),
@@ -106,7 +106,7 @@ def test_automatic_ranges_cut_a_big_file_and_leave_a_small_one_whole(tmp_path):
     shards = plan_shards(TextExtractor(), files, split_bytes=None)
     assert [s.key for s in shards if "small" in s.key] == ["small.txt"]
     big = [s for s in shards if "big" in s.key]
-    assert [round(s.size / AUTO_RANGE, 3) for s in big] == [1, 1, 1, 0.487]  # 32 MiB each, the rest last
+    assert [round(s.size / AUTO_RANGE, 3) for s in big] == [1] * 15 + [0.02]  # 8 MiB each, the rest last
     assert len(plan_shards(TextExtractor(), files, split_bytes=0)) == 2
 
 

@@ -45,6 +45,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 RUN_TIMEOUT = 300
 # a progress line every 50 ms, so the sample corpus's sub-second run logs several (README, "Follow a run")
 PROGRESS_SECONDS = "0.05"
+SHARDS = 6  # the partitions of shards/news_txt: the lengthened file is four ranges (_lengthen)
 # the unit follows the dataset's size: the sample corpus is a few kB
 PROGRESS_LINE = re.compile(rf"{DATASET}: [0-9.,]+ of [0-9.,]+ [kMG]?B \(\d+%\), \d+ of \d+ shards, .* ETA ")
 VIEWPORT = {"width": 1400, "height": 900}
@@ -95,9 +96,9 @@ def browser_path():
 
 
 def _lengthen(path) -> None:
-    """The sample file, then more paragraphs of its kind (~24 MB, under the 32 MiB at which a file
-    is split): the bundled sample is read in milliseconds, so a run of it could end between two
-    progress lines (0.05 s apart) and show none with an ETA; the test must not depend on how fast
+    """The sample file, then more paragraphs of its kind (28 MB: four ranges of the automatic 8 MiB,
+    docs/splitting.md): the bundled sample is read in milliseconds, so a run of it could end between
+    two progress lines (0.05 s apart) and show none with an ETA; the test must not depend on how fast
     workers start."""
     para = "Na Gorenjskem so odprli novo kolesarsko pot ob Savi, odstavek {}.\nDruga vrstica odstavka.\n\n"
     with open(path, "a", encoding="utf-8") as fh:
@@ -252,14 +253,15 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     if not ui.asset_exists(["shards", DATASET]):
         pytest.skip("shards/<key> assets are not defined in this checkout: the backfill step cannot run")
     partitions = ui.graphql(PARTITION_KEYS_QUERY, {"key": {"path": ["shards", DATASET]}})["assetNodeOrError"]
-    assert len(partitions["partitionKeys"]) == 3  # registered by the materialization: two files, one archive member
+    # registered by the materialization: two files (the lengthened one in four ranges), one archive member
+    assert len(partitions["partitionKeys"]) == SHARDS
 
     open_page(ui, page, f"/assets/shards/{DATASET}")
     known = {r["runId"] for r in ui.runs()}
     before = {b["id"] for b in ui.graphql(BACKFILLS_QUERY)["partitionBackfillsOrError"]["results"]}
     button(page, "Materialize…").click()
     dialog = page.get_by_role("dialog")
-    select_all_partitions(dialog, 3)
+    select_all_partitions(dialog, SHARDS)
     shoot(ui, page, "shard-backfill-dialog")
     button(dialog, "Launch backfill").click()
 
