@@ -8,6 +8,7 @@ keeps a pool busy with counts first, then the ready range furthest into its file
 and first ranges, largest first; `run_serial` runs them in file order.
 """
 
+import math
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from ..extractors.extract_context import SPECULATIVE, RangeCounts, RangeStart
 from ..extractors.input_file import InputFile
 from ..extractors.splitting import RangeStrategy
 from ..planning.shards import Shard
+
+LAST_CHAIN_SHARE = 1.1  # a split file's last chain, in equal shares of its ranges (`last_chain_start`)
 
 
 class RangeBook:
@@ -39,10 +42,10 @@ class RangeBook:
                     self._upto[f.rel] = f
 
     def to_count(self, chains: int = 1) -> list[InputFile]:
-        """The ranges to count before extracting. With `chains` workers, a file's ranges run as that
-        many chains, each range after the first of a chain continuing from its predecessor's own
-        extraction; only the ranges before the last chain's start are counted (and every range that
-        is not extracted in this run). One chain: only the ranges not extracted in this run."""
+        """The ranges to count before extracting. With `chains` workers, a file's ranges before its
+        last chain's start are counted (`last_chain_start`), so they can be extracted in any order
+        by the other workers while the last chain goes on from its own extractions; and every range
+        that is not extracted in this run. One chain: only the ranges not extracted in this run."""
         return [f for rel in self._upto for f in self.to_count_in(rel, chains)]
 
     def to_count_in(self, rel: str, chains: int = 1) -> list[InputFile]:
@@ -53,9 +56,24 @@ class RangeBook:
         assert last.range is not None
         known = self._known.get(rel, {})
         extracted = self._extracted.get(rel, set())
-        upto = last.range.index
-        counted = -(-(upto + 1) * (max(1, chains) - 1) // max(1, chains))
-        return [last.range_of(i) for i in range(upto) if i not in known and (i < counted or i not in extracted)]
+        counted = self.last_chain_start(rel, chains)
+        return [last.range_of(i) for i in range(last.range.index)
+                if i not in known and (i < counted or i not in extracted)]
+
+    def last_chain_start(self, rel: str, chains: int) -> int:
+        """The first range of the split file `rel`'s last chain (0: one chain). With `chains`
+        workers the ranges before it are counted and shared by `chains - 1` of them; the last chain
+        is a tenth longer than an equal share, so the counted ranges are done first and the version
+        stager copies the last chain's parts while it still runs (docs/splitting.md, "Scheduling")."""
+        last = self._upto.get(rel)
+        if last is None or last.range is None or chains <= 1:
+            return 0
+        ranges = last.range.index + 1
+        return max(1, ranges - math.ceil(ranges * LAST_CHAIN_SHARE / chains))
+
+    def split_files(self) -> list[str]:
+        """The split files with a range after their first among the inputs."""
+        return list(self._upto)
 
     def missing_before(self, file: InputFile) -> list[InputFile]:
         """The earlier ranges of `file` whose counts are still unknown."""
@@ -261,8 +279,11 @@ class _PoolRun:
         speculate = strategy is RangeStrategy.SPECULATION
         self.to_count = [] if speculate else book.to_count(self.chains)
         order = sorted(range(len(shards)), key=lambda task: -shards[task].size)  # the tail stays short
-        self.free = deque(t for t in order if speculate or book.start(shards[t].files[0]) is not None)
-        self.later = [t for t in order if not speculate and book.start(shards[t].files[0]) is None]
+        # per split file, the ranges before its last chain (counted up front, extracted in file order)
+        self.counted = {rel: book.last_chain_start(rel, self.chains) for rel in book.split_files()}
+        self.free = deque(t for t in order if speculate or (book.start(shards[t].files[0]) is not None
+                                                             and not self._in_counted(t)))
+        self.later = [t for t in order if t not in self.free]
         self.running: set[InputFile] = set()  # the inputs of what is in flight
         self.settled: set[str] = set()  # split files whose speculation stopped
         self._count_slots: dict[InputFile, int] = {}
@@ -290,15 +311,26 @@ class _PoolRun:
         self.running.add(file)
         return Counting(self.count_slot(file), file)
 
+    def _in_counted(self, task: int) -> bool:
+        file = self.shards[task].files[0]
+        return file.range is not None and file.range.index < self.counted.get(file.rel, 0)
+
     def _next_extraction(self) -> Extracting | None:
+        """First a chain's next range (the furthest into its file: the last chain of a file is the
+        critical path), then the counted ranges in file order (so the version stager can copy their
+        parts as they come, not all at the publish), then whole files and first ranges."""
         ready = [t for t in self.later if self.book.start(self.shards[t].files[0]) is not None]
-        if ready:
-            task = max(ready, key=lambda t: _range_index(self.shards[t]))
-            self.later.remove(task)
+        chained = [t for t in ready if not self._in_counted(t)]
+        if chained:
+            task = max(chained, key=lambda t: _range_index(self.shards[t]))
+        elif ready:
+            task = min(ready, key=lambda t: _range_index(self.shards[t]))
         elif self.free:
             task = self.free.popleft()
         else:
             return None
+        if task in self.later:
+            self.later.remove(task)
         shard = self.shards[task]
         start = self.book.start(shard.files[0])
         return Extracting(task, shard, SPECULATIVE if start is None else start)  # None: only when speculating
@@ -311,8 +343,9 @@ class _PoolRun:
         if rel in self.settled:
             return
         self.settled.add(rel)
+        self.counted[rel] = self.book.last_chain_start(rel, self.chains)
         waiting = [t for t in self.free if self.shards[t].files[0].rel == rel
-                   and self.book.start(self.shards[t].files[0]) is None]
+                   and (self.book.start(self.shards[t].files[0]) is None or self._in_counted(t))]
         for t in waiting:
             self.free.remove(t)
             self.later.append(t)

@@ -106,7 +106,7 @@ def test_automatic_ranges_cut_a_big_file_and_leave_a_small_one_whole(tmp_path):
     shards = plan_shards(TextExtractor(), files, split_bytes=None)
     assert [s.key for s in shards if "small" in s.key] == ["small.txt"]
     big = [s for s in shards if "big" in s.key]
-    assert [round(s.size / AUTO_RANGE, 3) for s in big] == [1] * 15 + [0.02]  # 8 MiB each, the rest last
+    assert [round(s.size / AUTO_RANGE, 3) for s in big] == [1] * 13 + [0.947]  # 8 MiB each, the rest last
     assert len(plan_shards(TextExtractor(), files, split_bytes=0)) == 2
 
 
@@ -396,3 +396,32 @@ def test_split_files_that_keep_the_workers_busy_run_one_chain_each_without_count
         for t in earlier:
             want = want + truth[t]
         assert seen[task] == want
+
+
+def test_two_chains_extract_the_counted_ranges_in_file_order_and_the_last_chain_runs_longer(tmp_path):
+    """Issue 41: the ranges before the last chain were extracted backwards (the ready range furthest
+    into the file went first), so the first range came last and the version stager could copy no
+    part before the end: the whole output was copied after the last part. Now the counted ranges go
+    in file order and the last chain holds a tenth more than half, so they are done (and staged)
+    first, and fewer ranges are counted."""
+    raw = _text_file(tmp_path, 3000)
+    shards = plan_shards(TextExtractor(), discover(raw, (".txt",)), split_bytes=10_000)
+    n = len(shards)
+    order: list[int] = []
+    counted: list[int] = []
+
+    def extract(task: int, shard: Shard, start: RangeStart) -> SimpleNamespace:
+        order.append(task)
+        return SimpleNamespace(counts=RangeCounts(docs=1, lines=2), needs_before=False)
+
+    def count(file: InputFile) -> RangeCounts:
+        counted.append(file.range.index)
+        return RangeCounts(docs=1, lines=2)
+
+    with ThreadPoolExecutor(1) as pool:  # one thread: the picks in order, two slots as two workers keep
+        run_pooled(shards, ThreadRunner(pool, SimpleNamespace(extract=extract, count=count)),
+                   lambda t, r: None, 2)
+    first_chain = [t for t in order if t < len(counted)]
+    assert n > 10 and sorted(counted) == list(range(len(counted))) and len(counted) < n / 2
+    assert first_chain == sorted(first_chain) == list(range(len(counted)))
+    assert [t for t in order if t >= len(counted)] == list(range(len(counted), n))  # the last chain, in order
