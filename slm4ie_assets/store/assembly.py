@@ -103,6 +103,7 @@ class VersionStager:
         self._text_ends: list[int] = []  # text size after each shard
         self._side_ends: list[int] = []  # sidecar size after each group, once it is open
         self._side: BinaryIO | None = None
+        self._annotated = False  # a committed part has annotations: the version has a sidecar
         self._failed: BaseException | None = None
         self._done = False
         self.folder.mkdir(parents=True)
@@ -129,7 +130,9 @@ class VersionStager:
                 if item is not _WAKE:
                     index, meta = item
                     self._metas[index] = meta
-                self._members.start_ready(self._metas, self._woken)
+                    self._annotated = self._annotated or meta.has_annotations
+                if self._annotated:  # no sidecar without a part with annotations: no member to build
+                    self._members.start_ready(self._metas, self._woken)
                 with self._clock.timed("stage"):
                     self._advance(checked=True)
         except _Replaced:

@@ -154,3 +154,16 @@ def test_a_split_files_member_is_fed_range_by_range_and_completed_or_cut_back_at
         os.replace(copy, path)
     publish(spec, shards, store, stager=stager)
     assert _published(spec) == expected
+
+
+def test_a_version_without_annotations_builds_no_split_file_member(tmp_path):
+    """store/member_builds.py: no part with annotations, no sidecar, so no member of stub lines is
+    built for a split file (a text corpus's ranges would be read back and compressed for nothing)."""
+    cat, spec = _dataset(tmp_path, 6, split_bytes=700)  # no file has annotations
+    extract_dataset(spec, cat, force=True, workers=1)
+    stager, shards = _stage(spec)
+    stager._stop()
+    assert any(s.files[0].range is not None for s in shards)
+    assert not list(stager.folder.glob("member-*"))
+    version = stager.finish(current_metas(spec, shards, DatasetStore(spec)))
+    assert version is not None and not (version / spec.sidecar_path.name).exists()
