@@ -42,7 +42,7 @@ from ..schema import Document
 from ..store.dataset_store import DatasetStore, OutputWriteError, PartPaths, partial, write_atomic
 from ..store.length_stats import LengthCounter, LengthStats
 from ..store.part_meta import PartMeta
-from ..utils.gzipio import LEVEL, RANGE_PART_LEVEL, ChunkWriter, fsync_file
+from ..utils.gzipio import LEVEL, RANGE_PART_LEVEL, ChunkWriter, fsync_file, start_writeback
 from .document_encoder import Drop, encode_document
 from .sidecar_writer import SidecarWriter
 
@@ -269,6 +269,7 @@ class PartWriter(PartAccounts):
 
     def _finish_files(self) -> bool:
         has_annotations = self._close_outputs()
+        start_writeback(self._uid_file.fileno())  # on its way while the text's fsync waits
         fsync_file(self._text_file)
         fsync_file(self._uid_file)
         try:

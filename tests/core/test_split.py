@@ -425,3 +425,21 @@ def test_two_chains_extract_the_counted_ranges_in_file_order_and_the_last_chain_
     assert n > 10 and sorted(counted) == list(range(len(counted))) and len(counted) < n / 2
     assert first_chain == sorted(first_chain) == list(range(len(counted)))
     assert [t for t in order if t >= len(counted)] == list(range(len(counted), n))  # the last chain, in order
+
+
+@pytest.mark.parametrize("bad_at", [None, 10, 300_000, 700_000, -5])
+def test_the_quick_text_count_checks_utf8_a_slice_at_a_time_with_lines_longer_than_a_slice(tmp_path, bad_at):
+    """text._check_utf8 checks a quarter MiB at a time, cut after a line end: an invalid byte in any
+    slice, or inside a line longer than a slice, still makes the count give way to the full pass."""
+    blocks = [("vrstica z besedami čšž " * 20 + "\n") * 3 for _ in range(400)]
+    long_line = ("dolga vrstica " * 30_000).encode()  # 420 KB without a line end
+    data = bytearray(b"\n".join(b.encode() for b in blocks[:200]) + b"\n" + long_line + b"\n\n"
+                     + b"\n".join(b.encode() for b in blocks[200:]))
+    if bad_at is not None:
+        data[bad_at] = 0xFF
+    path = tmp_path / "x.txt"
+    path.write_bytes(bytes(data))
+    file = InputFile(path, "x.txt")
+    assert len(data) > 3 * text_module._CHECK
+    assert count_blocks(file) == count_documents(file)
+    assert (count_blocks(file) is None) == (bad_at is not None)
