@@ -40,26 +40,27 @@ class WorkerPool:
     leaving it lets every worker finish its job and exit."""
 
     def __init__(self, spec: DatasetSpec, workers: int, start: WorkerStart, clock: StageClock):
-        ctx = pool_context()
-        self._dataset = spec.key
-        self._clock = clock
+        self._ctx = pool_context()
+        self._dataset, self._max, self._start, self._clock = spec.key, workers, start, clock
         self._procs: list[Any] = []  # multiprocessing's Process objects (their pid, sentinel, exitcode)
         self._conns: list[Connection] = []
-        try:
-            for i in range(workers):
-                ours, theirs = ctx.Pipe()
-                proc = ctx.Process(  # type: ignore[attr-defined]  # every concrete context has it
-                    target=serve, args=(start, theirs), name=f"slm4ie-worker-{i}", daemon=True)
-                proc.start()
-                theirs.close()  # the worker's end lives in the worker only: its death reads as EOF here
-                self._procs.append(proc)
-                self._conns.append(ours)
-        except BaseException:
-            self.close()
-            raise
-        self._idle = list(range(workers))[::-1]
+        self._idle: list[int] = []
         self._holding: dict[int, Job] = {}  # worker -> its job
         self._pids: dict[int, int] = {}  # the pid table: job slot -> the pid of the worker running it
+
+    def _spawn(self) -> int:
+        """One more worker (started as the first jobs come, so the first one runs at once)."""
+        assert len(self._procs) < self._max, "the scheduler starts no more jobs than workers"
+        ours, theirs = self._ctx.Pipe()
+        proc = self._ctx.Process(  # type: ignore[attr-defined]  # every concrete context has it
+            target=serve, args=(self._start, theirs), name=f"slm4ie-worker-{len(self._procs)}", daemon=True)
+        try:
+            proc.start()
+        finally:
+            theirs.close()  # the worker's end lives in the worker only: its death reads as EOF here
+        self._procs.append(proc)
+        self._conns.append(ours)
+        return len(self._procs) - 1
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -69,7 +70,7 @@ class WorkerPool:
 
     def start(self, job: Job) -> None:
         """Run `job` on a free worker (the scheduler never starts more jobs than workers)."""
-        worker = self._idle.pop()
+        worker = self._idle.pop() if self._idle else self._spawn()
         self._holding[worker] = job
         self._pids[job.slot] = self._procs[worker].pid
         try:
