@@ -48,3 +48,4 @@ for variant in "--workers 1" "--workers 2" "--workers 1 --split-bytes 200000" "-
     fi
 done
 echo "tables: $OUT/per-range.md $OUT/text-300.md"
+echo "the worktrees made here: git worktree remove --force $BEFORE; git worktree remove --force $RELEASE"
