@@ -75,7 +75,7 @@ def status(spec: DatasetSpec, catalog: Catalog, slices: int | None = None, as_js
         f"{counts['missing']} missing; published version: {published}")
     names = [shown(r.key) for r in rows]  # a key keeps C1 and format characters as they are: escape them
     width = max([len(name) for name in names] + [5])
-    say(f"{'shard':<{width}}  state    " + ("slice" if slices else "").rstrip())
+    say((f"{'shard':<{width}}  state    " + ("slice" if slices else "")).rstrip())
     for name, r in zip(names, rows, strict=True):
         say(f"{name:<{width}}  {r.state:<7}  {r.slice or ''}".rstrip())
     for line in slice_lines(rows, slices, spec.key) if slices else []:
