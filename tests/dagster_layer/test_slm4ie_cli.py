@@ -118,6 +118,9 @@ def test_inspect_and_stats_read_the_published_version_and_write_nothing(tmp_path
     assert res.stdout.count("\n#") == 31 and "| vrstica" in res.stdout  # line breaks
     res = slm4ie(["inspect", "kas", "--skip", "3", "--n", "1"], config)
     assert body(res, config).startswith("#4  kas:")
+    res = slm4ie(["inspect", "kas", "--shard", "d1/nope.txt"], config, check=False)
+    assert res.returncode == 2 and res.stderr.splitlines() == [
+        "slm4ie inspect: no shard 'd1/nope.txt' in kas (`slm4ie status kas` lists its shard keys)"]
     res = slm4ie(["stats", "web"], config)
     docs = len(read_jsonl(serial / "out" / "web.jsonl"))
     assert re.search(rf"\n  documents +{docs}\n", res.stdout) and re.search(r"malformed_json +1\n", res.stdout)
@@ -136,8 +139,19 @@ def test_inspect_and_stats_read_the_published_version_and_write_nothing(tmp_path
     (["inspect", "nope"], "no dataset 'nope'"),
     (["inspect", "kas", "--n", "0"], "--n: wants a whole number of at least 1"),
     (["inspect", "kas", "--skip", "-3"], "--skip: wants a whole number of at least 0, not '-3'"),
-    (["inspect", "kas", "--sample", "2", "--skip", "1"], "--sample draws from every document; it takes no --skip"),
+    (["inspect", "kas", "--sample", "2", "--skip", "1"], "--sample N draws N from every document; it takes no --skip"),
+    (["inspect", "kas", "--sample", "2", "--n", "3"], "--sample N draws N from every document; it takes no --n"),
     (["inspect", "kas", "--seed", "x"], "--seed: wants a whole number, not 'x'"),
+    (["inspect", "kas", "--seed", "3"], "--seed picks the random sample; it needs --sample N"),
+    (["inspect", "kas", "--dropped", "--n", "3", "--seed", "1"], "--dropped lists the drop ledger; it takes no "
+                                                                 "--seed, --n"),
+    (["inspect", "kas", "--where", "year=2020"], "'year' is not a document field (uid, doc_id, source, domain, text "
+                                                 "or metadata.NAME); did you mean metadata.year?"),
+    (["stats", "kas", "--by", "year"], "--by: 'year' is not a document field"),
+    (["stats", "kas", "--by", "metadata"], "--by: 'metadata' needs a NAME after metadata."),
+    (["stats", "kas", "--by", "uid.x"], "--by: 'uid.x' uid has no parts"),
+    (["--config", "nope.yaml", "stats"], "slm4ie: --config nope.yaml: "),
+    (["--config", "", "stats"], "is a folder, not a catalog file"),
     (["inspect", "kas", "--grep", "(a"], "--grep: not a regular expression"),
     (["inspect", "kas", "--where", "metadata."], "--where: wants FIELD=VALUE"),
     (["stats", "--by", "metadata.year"], "--by needs a dataset key"),
@@ -154,6 +168,21 @@ def test_bad_arguments_exit_non_zero_with_one_line(tmp_path, args, says):
     assert res.returncode == (1 if says == "no published version" else 2)
     assert res.stdout in ("", f"slm4ie: catalog {config} ($SLM4IE_EXTRACT_CONFIG)\n")
     assert len(res.stderr.strip().splitlines()) == 1 and says in res.stderr, res.stderr
+
+
+def test_a_catalog_file_that_is_not_there_is_a_bad_argument_wherever_it_is_named(tmp_path):
+    """--config or $SLM4IE_EXTRACT_CONFIG naming no file: exit 2 and one line naming the file and who named it,
+    never a fall-back to another catalog, and no advice to set the variable that was just set."""
+    missing = tmp_path / "nima.yaml"
+    res = slm4ie(["stats"], missing, check=False)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [f"slm4ie: $SLM4IE_EXTRACT_CONFIG={missing}: {missing} names no file "
+                                       "(an extract.yaml; see slm4ie --help)"]
+    write_config(tmp_path, DATASETS)  # a ./extract.yaml in the working folder is not read instead
+    res = slm4ie(["--config", "nima.yaml", "inspect", "kas"], tmp_path / "extract.yaml", check=False)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [f"slm4ie: --config nima.yaml: {missing} names no file "
+                                       "(an extract.yaml; see slm4ie --help)"]
 
 
 def test_expected_errors_are_one_line_with_what_to_do_and_help_works(tmp_path):
