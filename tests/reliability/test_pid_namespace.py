@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,10 +50,17 @@ from slm4ie_assets.definitions import build_definitions
 from support.files import write_config, write_files
 from support.paths import REPO
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("nsenter")
-    or not os.path.isdir("/proc/self"),
-    reason="a new pid namespace needs root, unshare and nsenter (CI runs as root)")
+
+@pytest.fixture(autouse=True)
+def _namespaces_can_be_made():
+    """Skip where no pid namespace can be made (not root, no unshare/nsenter), except under CI=true,
+    which runs as root: there that is a failure, so CI never passes these tests by skipping."""
+    if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("nsenter") and os.path.isdir("/proc/self"):
+        return
+    msg = "a new pid namespace needs root, unshare and nsenter"
+    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+        pytest.fail(f"CI=true: {msg}", pytrace=False)
+    pytest.skip(msg)
 
 # Materializes extracted/k into the instance at argv[1]; the step records its process, then stops
 # (the clean-up it would run next is replaced by a sleep): it prints "ready" and waits to be killed.
@@ -193,7 +201,7 @@ def test_a_launched_worker_is_judged_only_in_the_launchers_namespace(project):
     server's namespace: a local code server's is the launcher's (tagged), one addressed by host name
     may be a container's under this name, so it is not judged by pid."""
     _, _, instance = project
-    host = __import__("socket").gethostname()
+    host = socket.gethostname()
     other = subprocess.Popen(["unshare", "--pid", "--fork", "sleep", "60"], start_new_session=True)
     try:
         deadline = time.monotonic() + 10
