@@ -250,6 +250,8 @@ def evaluate_raw(
             arriving = arrivals(spec.raw_dir, spec.settle_seconds, DatasetStore(spec).state / "archives.json",
                                 previous, now_ns)
             _warn_future(spec, arriving, warn)
+            if warn is not None and arriving.stale:  # copy tools' leftovers that stopped changing: named once
+                warn(arriving.stale_warning(spec.key))
             now_s = (time.time_ns() if now_ns is None else now_ns) // 1_000_000_000
             since = arriving.look.waiting_since if arriving.look.waiting_since is not None else now_s
             if arriving and now_s - since < spec.max_settle_wait:  # plan nothing until the copy is done
