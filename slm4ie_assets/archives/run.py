@@ -89,13 +89,13 @@ class _Run:
     def run(self) -> ArchiveReport:
         self.state = load_state(self.state_file, self.warn)
         todo = self._scan()  # a raw folder that cannot be listed fails here, before the state is touched
+        self._recover()  # a failure here keeps the journal, to be read again next time
+        self.owners = Owners(self.raw_dir, self.state.archives)
+        self.roots = Roots(self.raw_dir, self.limits, self.state.archives, self.owners)
+        # roots first: an inner archive whose root is unpacked again is then charged to the budget
+        # that root spends now, not beside it
+        todo.sort(key=lambda rel: (len(self.roots.chain(rel)), sort_key(rel)))
         try:
-            self._recover()
-            self.owners = Owners(self.raw_dir, self.state.archives)
-            self.roots = Roots(self.raw_dir, self.limits, self.state.archives, self.owners)
-            # roots first: an inner archive whose root is unpacked again is then charged to the
-            # budget that root spends now, not beside it
-            todo.sort(key=lambda rel: (len(self.roots.chain(rel)), sort_key(rel)))
             # each round is one level deeper; an archive MAX_ROUNDS deep is refused, not unpacked
             while todo:
                 produced: list[str] = []
@@ -375,5 +375,5 @@ class _Run:
             self.warn(f"{self.where(rel)}: {len(stale.kept)} file(s) {whose} were changed since and are left "
                       f"in place: {', '.join(sorted(stale.kept)[:5])}")
         if stale.found:
-            self.warn(f"{self.where(rel)}: {len(stale.found)} file(s) {whose} were there before it was unpacked "
-                      f"and are left in place: {', '.join(sorted(stale.found)[:5])}")
+            self.warn(f"{self.where(rel)}: {len(stale.found)} file(s) that were in place before the archive was "
+                      f"unpacked (no archive wrote them) are left: {', '.join(sorted(stale.found)[:5])}")
