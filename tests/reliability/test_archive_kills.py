@@ -21,7 +21,6 @@ and no temporary file is left behind."""
 
 import gzip
 import io
-import json
 import multiprocessing
 import os
 import shutil
@@ -30,9 +29,7 @@ import tarfile
 from pathlib import Path
 
 from slm4ie_assets.archives import unpack_archives
-from slm4ie_assets.archives.journal import Intent, Journal, journal_path, read_journal
 from slm4ie_assets.archives.names import TEMP_MARK
-from slm4ie_assets.archives.state import ArchiveEntry, OutputStamp, load_state, save_state
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset
 from support.files import read_jsonl, write_config, write_files
@@ -218,33 +215,3 @@ def test_a_killed_nested_unpack_withdraws_what_a_newer_root_dropped_at_every_ste
         assert files_under(raw) == {"a_root.tar", "a.txt"}, note
         assert not [p for p in raw.rglob("*") if TEMP_MARK in p.name], note
 
-
-def test_a_journal_cut_short_or_already_saved_is_not_read_back(tmp_path):
-    """A last line cut short by a kill is ignored (its renames had not begun); a journal the saved
-    state already holds (a kill between the state's save and the journal's removal) is not read
-    again: its intents could undo what the run did after them."""
-    raw, state = tmp_path / "raw" / "t", tmp_path / "state" / "archives.json"
-    write_files(raw, {"a.tar": tar({"x.txt": b"x\n"})})
-    unpack_archives(raw, state)
-    entry = load_state(state, print).archives["a.tar"]
-    ghost = ArchiveEntry(entry.size, entry.mtime_ns, {**entry.outputs, "ghost.txt": OutputStamp(1, 1)})
-    journal = Journal(journal_path(state))
-
-    journal.append(Intent("a.tar", ghost))  # whole, but the saved state holds it already
-    held = load_state(state, print)
-    held.journal = journal.name
-    save_state(state, held)
-    journal.close()
-    assert unpack_archives(raw, state).up_to_date == ["a.tar"], "read back, the ghost would unpack it again"
-    assert list(load_state(state, print).archives["a.tar"].outputs) == ["x.txt"]
-    assert not journal_path(state).exists()
-
-    journal = Journal(journal_path(state))
-    journal.append(Intent("a.tar", entry))
-    journal.close()
-    with open(journal_path(state), "ab") as fh:
-        fh.write(json.dumps({"archive": "a.tar", "entry": ghost.to_json()}).encode()[:-3])  # no newline
-    assert [intent.entry for intent in read_journal(journal_path(state), "", print)[1]] == [entry]
-    assert unpack_archives(raw, state).up_to_date == ["a.tar"]
-    assert list(load_state(state, print).archives["a.tar"].outputs) == ["x.txt"]
-    assert not journal_path(state).exists() and files_under(raw) == {"a.tar", "x.txt"}
