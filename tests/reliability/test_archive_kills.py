@@ -28,6 +28,8 @@ import signal
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from slm4ie_assets.archives import unpack_archives
 from slm4ie_assets.archives.names import TEMP_MARK
 from slm4ie_assets.catalog import load_catalog
@@ -153,6 +155,7 @@ class Peak:
             monkeypatch.setattr(os, name, measured)
 
 
+@pytest.mark.slow  # 45 kills, 9-12 s on a loaded 2-core host: with the mark, make test starts this file early
 def test_a_killed_nested_unpack_keeps_the_root_budget_at_every_step(tmp_path, monkeypatch):
     inner = gzip.compress(INNER_TEXT, mtime=0)
     root = tar({f"part{i}.txt.gz": inner for i in range(INNER)})
@@ -187,6 +190,7 @@ def test_a_killed_nested_unpack_keeps_the_root_budget_at_every_step(tmp_path, mo
     print(f"\n{total} kills; the next run's raw tree peaked at {max(peaks):,} bytes (budget {limit:,})")
 
 
+@pytest.mark.slow  # 27 kills, 7-10 s on a loaded 2-core host
 def test_a_killed_nested_unpack_withdraws_what_a_newer_root_dropped_at_every_step(tmp_path):
     deeper = gzip.compress(b"v1 globoko\n", mtime=0)
     old = tar({"a.txt": b"v1 a\n", "b.txt": b"v1 b\n",
