@@ -11,7 +11,10 @@ newer version no longer holds are removed. It also remembers failures that lie i
 bytes, so an unchanged corrupt archive or bomb is reported again without being read again (the
 sensor calls this every tick). Before an archive's outputs are renamed into place they are written
 down in an intent journal beside the state file (fsynced), which the next run reads back first: a
-kill between the renames and the state save frees no output from its record (issue 39).
+kill between the renames and the state save frees no output from its record (issue 39). An archive
+unpacked again as the same version (a kill, an output lost) first withdraws what it produced, as
+recorded, so a root's tree never holds more than its budget; only a NEW version's previous outputs
+stay beside it until it is complete.
 
 A member is renamed only over a file the state records as an archive's output: any other file is
 somebody's own and is never replaced or removed (issue 39). A member over such a file refuses its

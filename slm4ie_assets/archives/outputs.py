@@ -1,7 +1,8 @@
 """What an archive's recorded outputs mean on disk: whether they are intact (then the archive is
 not unpacked again), which ones a newer version no longer holds (removed, unless edited, found in
-place or claimed by another archive), what a killed run's intent left (complete, or to unpack
-again), and which records to forget once their archive is gone."""
+place or claimed by another archive), what to withdraw before the same version is unpacked again,
+what a killed run's intent left (complete, or to unpack again), and which records to forget once
+their archive is gone."""
 
 import os
 import stat
@@ -44,26 +45,68 @@ def remove_stale(raw_dir: Path, archives: dict[str, ArchiveEntry], rel: str, old
     work = [(rel, old, out) for out in old.outputs if out not in new]
     while work:
         owner, entry, out = work.pop()
-        if out in entry.found:
-            result.found.append(out)
-            continue
-        if any(out in e.outputs for a, e in archives.items() if a not in (owner, out)):
-            continue
-        path = raw_dir / out
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            continue
-        if not entry.outputs[out].matches(st):
-            result.kept.append(out)
-            continue
-        path.unlink()
-        result.removed.append(out)
-        inner = archives.pop(out, None)
+        _left, inner = _take_back(raw_dir, archives, owner, entry, out, result)
         if inner is not None:
-            result.state_changed = True
             work.extend((out, inner, o) for o in inner.outputs)
     return result
+
+
+def same_version(entry: ArchiveEntry, st: os.stat_result) -> bool:
+    """The archive on disk is the one recorded (or one a killed run was renaming the outputs of),
+    not a newer version: unpacking it again gives the same tree."""
+    return entry.size == INTERRUPTED or (entry.size == st.st_size and entry.mtime_ns == st.st_mtime_ns)
+
+
+def withdraw(raw_dir: Path, archives: dict[str, ArchiveEntry], rel: str, entry: ArchiveEntry) -> StaleOutputs:
+    """Remove what archive `rel` produced, at any depth, as recorded, before the same version is
+    unpacked again (a kill during its renames or its roll-back, an output lost or changed), so its
+    old tree never stands beside the new one uncharged by the root's budget (issue 39). A file
+    changed since or found in place stays, claimed by a record of the archive that produced it
+    (never current), so the new copy replaces a changed one as before and a found one stays found."""
+    result = StaleOutputs()
+    work = [(rel, entry)]
+    while work:
+        archive, record = work.pop()
+        left = {}
+        for out, stamp in record.outputs.items():
+            stays, inner = _take_back(raw_dir, archives, archive, record, out, result)
+            if stays:
+                left[out] = stamp
+            if inner is not None:
+                work.append((out, inner))
+        if left:
+            found = tuple(out for out in record.found if out in left)
+            archives[archive] = ArchiveEntry(INTERRUPTED, record.mtime_ns, left, record.dropped, found)
+        elif archive == rel:
+            archives.pop(rel, None)
+    return result
+
+
+def _take_back(raw_dir: Path, archives: dict[str, ArchiveEntry], owner: str, entry: ArchiveEntry, out: str,
+               result: StaleOutputs) -> tuple[bool, ArchiveEntry | None]:
+    """Remove output `out` of archive `owner` when it is exactly as recorded and no other archive
+    claims it: (whether it is left in place, changed or found; the record of the archive it was,
+    dropped, whose outputs go too, even when the archive itself is gone already)."""
+    if out in entry.found:
+        result.found.append(out)
+        return True, None
+    if any(out in e.outputs for a, e in archives.items() if a not in (owner, out)):
+        return False, None
+    path = raw_dir / out
+    try:
+        st: os.stat_result | None = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if not entry.outputs[out].matches(st):
+            result.kept.append(out)
+            return True, None
+        path.unlink()
+        result.removed.append(out)
+    inner = archives.pop(out, None)
+    if inner is not None:
+        result.state_changed = True
+    return False, inner
 
 
 def interrupted_entry(raw_dir: Path, old: ArchiveEntry | None, new: ArchiveEntry) -> ArchiveEntry:

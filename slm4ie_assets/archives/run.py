@@ -16,7 +16,16 @@ from .errors import ArchiveError, RefusesRoot, SkipArchive, WouldReplace, WriteF
 from .formats import unpack_into
 from .journal import Intent, Journal, journal_path, read_journal
 from .names import ArchiveKind, archive_kind, is_temp_name
-from .outputs import StaleOutputs, forget_vanished, interrupted_entry, is_current, remove_stale, resolve_intent
+from .outputs import (
+    StaleOutputs,
+    forget_vanished,
+    interrupted_entry,
+    is_current,
+    remove_stale,
+    resolve_intent,
+    same_version,
+    withdraw,
+)
 from .ownership import Owners, blocker_of, still_blocks
 from .roots import MAX_ROUNDS, Root, Roots
 from .staging import Budget, Staging
@@ -213,6 +222,8 @@ class _Run:
             self._refuse_root(root, f"holds archives nested more than {MAX_ROUNDS} deep (reached at "
                                     f"{self.where(rel)}; archives that hold each other?)")
             return []
+        if previous is not None and same_version(previous, st):
+            previous = self._withdraw(rel, previous)
         started = time.monotonic()
         try:
             entry = self._unpack(path, rel, kind, st, root.budget, previous)
@@ -256,6 +267,16 @@ class _Run:
         for rel in gone:
             r.outputs.pop(rel, None)
         self._skipped(root.rel, reason)
+
+    def _withdraw(self, rel: str, entry: ArchiveEntry) -> ArchiveEntry | None:
+        """The same version of `rel` is unpacked again (a kill, an output lost or changed): what it
+        produced goes first, as recorded, so its old tree never stands beside the new one uncharged
+        by the root's budget (issue 39). Returns what its record still claims."""
+        removed = withdraw(self.raw_dir, self.state.archives, rel, entry).removed
+        self._dirty = True
+        if removed:
+            self.info(f"{self.where(rel)}: removed {len(removed)} file(s) it produced before, to unpack it again")
+        return self.state.archives.get(rel)
 
     def _replay_failure(self, rel: str, st: os.stat_result) -> bool:
         """The same bytes failed before: say so again without reading (and, for a bomb, writing) them."""

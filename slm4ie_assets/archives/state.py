@@ -16,7 +16,7 @@ from typing import Any
 from ..extractors.discovery import sort_key
 
 STATE_FORMAT = 1
-INTERRUPTED = -1  # an entry's archive size while its outputs may be half renamed into place (run.py)
+INTERRUPTED = -1  # an entry's archive size while its outputs may be half renamed or withdrawn (run.py, outputs.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +42,9 @@ class OutputStamp:
 @dataclass(frozen=True, slots=True)
 class ArchiveEntry:
     """An archive as last unpacked (its size and mtime) and every file it produced. A size of
-    INTERRUPTED marks a run killed while the outputs were renamed into place: the entry claims the
-    outputs of both versions, and is never current, so the archive is unpacked again."""
+    INTERRUPTED marks a run killed while the outputs were renamed into place (the entry claims the
+    outputs of both versions), or an archive whose tree was withdrawn to unpack it again (the entry
+    claims what was left, changed by hand or found): never current, so the archive is unpacked again."""
 
     size: int
     mtime_ns: int
