@@ -25,7 +25,7 @@ from .parallel_decode import Piece, PieceFile
 from .streams import ZstdFrames, ZstdStream, inflate_stream, read_chunks
 
 MAX_PIECE = 4 << 20  # compressed bytes a piece grows to (more pieces than threads keep them busy)
-MIN_PIECE = 1 << 20
+MIN_PIECE = 256 << 10
 MAX_XZ_INDEX = 16 << 20  # an index this long is not read whole (a real one holds ~8 bytes per block)
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
@@ -179,8 +179,8 @@ def zstd_pieces(fd: int, size: int, target: int) -> list[Piece] | None:
         return None
     pieces: list[Piece] = []
     start = 0
-    for end in ends:
-        if end - start >= target and end < size:
+    for end in ends[:-1]:  # what follows the last frame (skippable frames) goes with it
+        if end - start >= target:
             pieces.append(Piece(start, end))
             start = end
     pieces.append(Piece(start, size))
