@@ -3,12 +3,12 @@ pay, and zip's raw deflate, bzip2 and LZMA members; every decoder hands out at m
 of output per read, so a bomb is stopped by the byte budget (D16) before it fills memory, and
 checks for truncation: a stream that ends early is a corrupt archive (S14), never a short file.
 
-One thread (`streams`): bzip2 always; gzip below GZIP_PARALLEL_FROM threads; xz and zstd files
-that are one block or one frame. Several (issue 41): gzip through rapidgzip (`gzip_parallel`),
-xz blocks and zstd frames piece by piece (`pieces`, `parallel_decode`), each with the one-thread
-decoder as the judge of anything unusual, so the bytes and the errors are the same either way.
-The thread count is `parallel_decode.decode_threads()`: the CPUs this process may use, bounded
-by the run's max_workers (`decoding_threads`)."""
+One thread (`streams`): bzip2 always; xz and zstd files that are one block or one frame; any
+codec below its PARALLEL_FROM threads. Several (issue 41): gzip through rapidgzip
+(`gzip_parallel`), xz blocks and zstd frames piece by piece (`pieces`, `parallel_decode`), each
+with the one-thread decoder as the judge of anything unusual, so the bytes and the errors are the
+same either way. The thread count is `parallel_decode.decode_threads()`: the CPUs this process
+may use, bounded by the run's max_workers (`decoding_threads`)."""
 
 import lzma
 import os
@@ -18,15 +18,21 @@ from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from .errors import SkipArchive
-from .gzip_parallel import GZIP_PARALLEL_FROM, ParallelGzip
+from .gzip_parallel import ParallelGzip
 from .parallel_decode import FastSource, OrderedPieces, SerialBackstop, decode_threads
 from .pieces import decode_xz_piece, decode_zstd_piece, piece_target, xz_pieces, zstd_pieces
 from .streams import CHUNK, Readable, inflate_stream, open_serial, read_chunks
 
 MAX_ZIP_LZMA_DICT = 512 << 20
 
-__all__ = ["CHUNK", "MAX_ZIP_LZMA_DICT", "Readable", "inflate_deflate", "inflate_stream", "inflate_zip_lzma",
-           "open_codec", "read_chunks"]
+# Threads from which a codec is decoded in parallel, by measurement on 2 cores (bench/unpack.py,
+# docs/performance.md): xz blocks cost no more CPU split than whole, so 2 threads pay; two zstd
+# threads spent 1.4x the CPU of one, and rapidgzip 2.5x that of one zlib-ng inflater, so they
+# pay only with cores to spare.
+PARALLEL_FROM = {"gzip": 4, "xz": 2, "zstd": 4}
+
+__all__ = ["CHUNK", "MAX_ZIP_LZMA_DICT", "PARALLEL_FROM", "Readable", "inflate_deflate", "inflate_stream",
+           "inflate_zip_lzma", "open_codec", "read_chunks"]
 
 
 def open_codec(codec: str | None, raw: BinaryIO, threads: int | None = None) -> Readable:
@@ -42,7 +48,7 @@ def open_codec(codec: str | None, raw: BinaryIO, threads: int | None = None) -> 
 
 def _parallel(codec: str, raw: BinaryIO, threads: int) -> FastSource | None:
     """A parallel decoder where the file and the thread count allow one, else None."""
-    if threads < 2 or codec not in ("gzip", "xz", "zstd"):
+    if threads < PARALLEL_FROM.get(codec, threads + 1):
         return None
     try:
         fd = raw.fileno()
@@ -50,9 +56,7 @@ def _parallel(codec: str, raw: BinaryIO, threads: int) -> FastSource | None:
         if raw.tell() != 0:
             return None
         if codec == "gzip":
-            if threads < GZIP_PARALLEL_FROM or not ParallelGzip.suits(raw):
-                return None
-            return ParallelGzip(raw, threads)
+            return ParallelGzip(raw, threads) if ParallelGzip.suits(raw) else None
         target = piece_target(size, threads)
         if codec == "xz":
             pieces = xz_pieces(fd, size, target)

@@ -1,8 +1,8 @@
 """A gzip file decoded on several threads by rapidgzip (issue 41), for nodes with cores to spare.
 
 rapidgzip finds deflate blocks from any offset and decodes chunks of the file in parallel, at
-about 2.5x the CPU per byte of one inflating thread (measured: bench/unpack.py), so it is used
-only from GZIP_PARALLEL_FROM threads; below that `streams.GzipStream` (zlib-ng) is faster.
+about 2.5x the CPU per byte of one zlib-ng inflater (measured: bench/unpack.py), so it is used
+only from `decoders.PARALLEL_FROM["gzip"]` threads; below that `streams.GzipStream` is faster.
 
 What it does not check is checked here, and what this cannot vouch for goes to the one-thread
 decoder (`parallel_decode.SerialBackstop`): rapidgzip also decodes zlib and raw deflate data (so
@@ -23,7 +23,6 @@ from zlib_ng import zlib_ng
 
 from .streams import CHUNK
 
-GZIP_PARALLEL_FROM = 4  # threads: below this, one zlib-ng thread is faster (bench/unpack.py)
 RAPIDGZIP_CHUNK = 2 << 20  # compressed bytes per rapidgzip chunk (its read-ahead is a few dozen)
 
 

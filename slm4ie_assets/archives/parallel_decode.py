@@ -204,6 +204,7 @@ class OrderedPieces:
                 if index in shared.done:
                     shared.reading += 1
                     shared.chunks.pop(index, None)
+                    shared.held.pop(index, None)
                     shared.cond.notify_all()
                     continue
                 shared.cond.wait()
@@ -215,7 +216,7 @@ class OrderedPieces:
 def _stop_and_join(shared: _Shared, workers: list[threading.Thread], fd: int) -> None:
     shared.stop()
     for worker in workers:
-        if worker is not threading.current_thread():
+        if worker.ident is not None and worker is not threading.current_thread():  # started, not this one
             worker.join()
     _close_fd(fd)
 

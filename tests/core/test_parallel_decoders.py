@@ -1,7 +1,7 @@
 """One big archive decoded on several threads (issue 41; D16, S14).
 
 Multi-frame zstd and multi-block xz files are decoded piece by piece on threads, gzip through
-rapidgzip from GZIP_PARALLEL_FROM threads. Whatever the file, the bytes and the error (its type and
+rapidgzip, each from its PARALLEL_FROM threads. Whatever the file, the bytes and the error (its type and
 wording) are those of the one-thread decoder, which judges whatever the parallel one cannot vouch
 for; a well-formed file must never need that judge. Every archive is a real file in tmp_path, and
 the threads are real: the tests ask for a thread count, so they run the same on any host.
@@ -26,15 +26,14 @@ import zstandard
 
 from bench.unpack import join_xz_blocks
 from slm4ie_assets.archives import decoding_threads, unpack_archives
-from slm4ie_assets.archives.decoders import open_codec
-from slm4ie_assets.archives.gzip_parallel import GZIP_PARALLEL_FROM
+from slm4ie_assets.archives.decoders import PARALLEL_FROM, open_codec
 from slm4ie_assets.archives.parallel_decode import PIECE_READ_AHEAD, SerialBackstop, decode_threads, usable_cpus
 from slm4ie_assets.archives.streams import open_serial
-from slm4ie_assets.catalog import ArchiveLimits
+from support.single_archive import unpack_one
 
 REPO = Path(__file__).resolve().parents[2]
 PIECE = 500_000  # input bytes per frame / block: above pieces.MIN_PIECE once compressed
-THREADS = {"gzip": GZIP_PARALLEL_FROM, "xz": 2, "zstd": 2}
+THREADS = PARALLEL_FROM  # the fewest threads each codec is split on
 
 
 def payload(n: int, seed: int = 1) -> bytes:
@@ -108,8 +107,9 @@ def test_a_file_of_one_frame_or_block_and_one_thread_decode_on_one_thread(tmp_pa
     one_frame = write(tmp_path, "zstd", zstandard.ZstdCompressor().compress(DATA), "frame")
     one_block = write(tmp_path, "xz", lzma.compress(DATA, preset=0), "block")
     pieces = write(tmp_path, "zstd", multi_frame_zst(DATA), "pieces")
-    for codec, path, threads in [("zstd", one_frame, 8), ("xz", one_block, 8), ("zstd", pieces, 1),
-                                 ("gzip", write(tmp_path, "gzip", GOOD["gzip"](DATA)), GZIP_PARALLEL_FROM - 1)]:
+    gz = write(tmp_path, "gzip", GOOD["gzip"](DATA))
+    for codec, path, threads in [("zstd", one_frame, 8), ("xz", one_block, 8),
+                                 ("zstd", pieces, PARALLEL_FROM["zstd"] - 1), ("gzip", gz, PARALLEL_FROM["gzip"] - 1)]:
         with open(path, "rb") as raw:
             assert not isinstance(open_codec(codec, raw, threads), SerialBackstop), (codec, path.name, threads)
 
@@ -200,49 +200,41 @@ def bomb_frame(zeros_mib: int) -> bytes:
     return b"".join(parts) + c.flush()
 
 
-def bomb(raw: Path, zeros_mib: int, frames: int) -> Path:
-    path = raw / "zeros.txt.zst"
+def bomb(folder: Path, zeros_mib: int, frames: int) -> Path:
+    path = folder / "zeros.txt.zst"
     path.write_bytes(bomb_frame(zeros_mib) * frames)
     with open(path, "rb") as fh:
-        assert isinstance(open_codec("zstd", fh, 2), SerialBackstop), "decoded in parallel"
+        assert isinstance(open_codec("zstd", fh, BOMB_THREADS), SerialBackstop), "decoded in parallel"
     return path
 
 
+BOMB_THREADS = 4
 def test_a_multi_frame_bomb_stops_at_the_root_budget_D16(tmp_path):
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    bomb(raw, 64, 8)  # 512 MiB in 8 frames of 64 MiB
-    with decoding_threads(2):
-        report = unpack_archives(raw, tmp_path / "state.json", ArchiveLimits(max_ratio=1e9, max_bytes=20 << 20))
-    assert "unpacks to more than 20,971,520 bytes" in report.skipped[0].reason
-    assert sorted(p.name for p in raw.iterdir()) == ["zeros.txt.zst"]
+    path = bomb(tmp_path, 64, 8)  # 512 MiB in 8 frames of 64 MiB
+    breach = unpack_one(path, "zstd", 20 << 20, BOMB_THREADS)
+    assert "unpacks to more than 20,971,520 bytes" in str(breach)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["zeros.txt.zst"]
 
 
 MEMORY_CHILD = """
 import resource, sys
 from pathlib import Path
-from slm4ie_assets.archives import decoding_threads, unpack_archives
-from slm4ie_assets.catalog import ArchiveLimits
-raw = Path(sys.argv[1])
-with decoding_threads(2):
-    report = unpack_archives(raw, raw.parent / "state.json", ArchiveLimits(max_ratio=1e9, max_bytes=400 << 20))
-assert report.skipped, report
+from support.single_archive import unpack_one
+assert unpack_one(Path(sys.argv[1]), "zstd", 400 << 20, int(sys.argv[2])) is not None
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
 """
 
 
 def test_a_bomb_is_not_decoded_into_memory_beyond_a_bounded_read_ahead_D16(tmp_path):
     """4 GiB in 8 frames of 512 MiB, a 400 MiB budget: the frames decoded ahead of the writer
-    hold at most PIECE_READ_AHEAD each (2 threads), never a whole frame, whatever the file. The
-    child's imports peak near 40 MB; with no bound on the read-ahead it peaked at 240-400 MB."""
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    bomb(raw, 512, 8)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, str(raw)], capture_output=True, text=True, env=env,
-                         check=True)
+    hold at most PIECE_READ_AHEAD each, never a whole frame, whatever the file. The child's
+    imports peak near 40 MB: 175 MB here, and 877 MB with no bound on the read-ahead."""
+    path = bomb(tmp_path, 512, 8)
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'tests'}")
+    out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, str(path), str(BOMB_THREADS)], capture_output=True,
+                         text=True, env=env, check=True)
     peak_mb = int(out.stdout.split()[-1])
-    assert peak_mb < 60 + 2 * (PIECE_READ_AHEAD >> 20) + 40, f"peak RSS {peak_mb} MB"
+    assert peak_mb < 60 + BOMB_THREADS * (PIECE_READ_AHEAD >> 20) + 40, f"peak RSS {peak_mb} MB"
 
 
 def test_threads_stop_when_the_reader_is_dropped_early(tmp_path):
@@ -301,13 +293,14 @@ def test_a_process_pinned_to_one_cpu_decodes_on_one_thread(tmp_path):
 
 
 def test_the_pipeline_decodes_on_at_most_max_workers_threads(tmp_path):
-    """`pipeline.unpack` sets the limit from the run's workers: with one, no decoding thread starts."""
+    """`pipeline.unpack` sets the limit from the run's workers: with one, no decoding thread starts
+    (xz, which is split from 2 threads)."""
     from slm4ie_assets.catalog import load_catalog
     from slm4ie_assets.pipeline import unpack
 
     raw = tmp_path / "raw" / "ds"
     raw.mkdir(parents=True)
-    write(raw, "zstd", multi_frame_zst(DATA))
+    write(raw, "xz", multi_block_xz(DATA))
     (tmp_path / "extract.yaml").write_text(
         f"input_dir: {tmp_path / 'raw'}\noutput_dir: {tmp_path / 'out'}\nmax_workers: 1\n"
         f"datasets:\n  ds:\n    extractor: text\n    domain: web\n")
