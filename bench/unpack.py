@@ -18,8 +18,11 @@ in place), with one thread and with the threads the decoder chooses here.
 
 Routes: `gzip module` is `gzip.open`; `before` is the one-thread decoder of 55def41
 (`GzipStream` on the standard library's zlib, `ZstdStream`, `lzma.LZMAFile`); `after` is
-`open_codec` with the thread count it chooses on this host (`decode_threads()`); the forced rows
-show what the choice turned down (rapidgzip on 2 and 4 threads on a host of fewer cores).
+`open_codec` with the thread count it chooses on this host (`decode_threads()`, then
+`decoders.PARALLEL_FROM`); the forced rows and the 4-thread rows show what the choice turned
+down on a host of 2 cores (the parallel decoders below the count they are used from). `unpack,
+1 thread` is 55def41's unpacking for .zst and .xz (one thread is its ZstdStream and LZMAFile);
+for .gz that is `before: unpack on zlib`.
 """
 
 import argparse
@@ -48,12 +51,15 @@ ROUTES = [
     ("gz", "gzip module", "text.txt.gz", "gzip-module"),
     ("gz", "before: GzipStream on zlib", "text.txt.gz", "gzip-stdlib"),
     ("gz", "after: open_codec", "text.txt.gz", "gzip:auto"),
-    ("gz", "rapidgzip, 2 threads (forced)", "text.txt.gz", "gzip:2"),
-    ("gz", "rapidgzip, 4 threads (forced)", "text.txt.gz", "gzip:4"),
+    ("gz", "rapidgzip, 2 threads (forced)", "text.txt.gz", "gzip-parallel:2"),
+    ("gz", "rapidgzip, 4 threads", "text.txt.gz", "gzip:4"),
+    ("gz", "before: unpack on zlib", "text.txt.gz", "unpack-stdlib:1"),
     ("gz", "unpack, 1 thread", "text.txt.gz", "unpack:1"),
     ("gz", "unpack, auto", "text.txt.gz", "unpack:auto"),
     ("zst", "before: ZstdStream", "text.frames.txt.zst", "zstd-serial"),
     ("zst", "after: open_codec", "text.frames.txt.zst", "zstd:auto"),
+    ("zst", "frames on 2 threads (forced)", "text.frames.txt.zst", "zstd-parallel:2"),
+    ("zst", "frames on 4 threads", "text.frames.txt.zst", "zstd:4"),
     ("zst", "after: open_codec, one frame", "text.txt.zst", "zstd:auto"),
     ("zst", "unpack, 1 thread", "text.frames.txt.zst", "unpack:1"),
     ("zst", "unpack, auto", "text.frames.txt.zst", "unpack:auto"),
@@ -165,7 +171,7 @@ def child(route: str, path: str) -> None:
     sys.path.insert(0, str(REPO))
     from zlib_ng import zlib_ng
 
-    if route.startswith("unpack:"):
+    if route.startswith("unpack"):
         print(json.dumps(_unpack(route, path)))
         return
     stream, threads = _open(route, path)
@@ -194,12 +200,23 @@ def _open(route: str, path: str):
         return lzma.LZMAFile(raw), 1
     codec, _, how = route.partition(":")
     threads = decode_threads() if how == "auto" else int(how)
-    if codec == "gzip" and how != "auto":  # forced: rapidgzip below the thread count it is chosen from
-        from slm4ie_assets.archives.gzip_parallel import ParallelGzip
-        from slm4ie_assets.archives.parallel_decode import SerialBackstop
-
-        return SerialBackstop(ParallelGzip(raw, threads), raw, streams.GzipStream), threads
+    if codec.endswith("-parallel"):  # forced: below the thread count decoders.PARALLEL_FROM splits from
+        return _forced(codec.removesuffix("-parallel"), raw, threads), threads
     return decoders.open_codec(codec, raw, threads), threads
+
+
+def _forced(codec: str, raw, threads: int):
+    from slm4ie_assets.archives import streams
+    from slm4ie_assets.archives.gzip_parallel import ParallelGzip
+    from slm4ie_assets.archives.parallel_decode import OrderedPieces, SerialBackstop
+    from slm4ie_assets.archives.pieces import decode_zstd_piece, piece_target, zstd_pieces
+
+    if codec == "gzip":
+        return SerialBackstop(ParallelGzip(raw, threads), raw, streams.GzipStream)
+    size = os.fstat(raw.fileno()).st_size
+    pieces = zstd_pieces(raw.fileno(), size, piece_target(size, threads))
+    assert pieces is not None
+    return SerialBackstop(OrderedPieces(raw, pieces, decode_zstd_piece, threads), raw, streams.ZstdStream)
 
 
 def _unpack(route: str, path: str) -> dict:
@@ -209,8 +226,12 @@ def _unpack(route: str, path: str) -> dict:
     from slm4ie_assets.archives import unpack_archives
     from slm4ie_assets.archives.parallel_decode import decode_threads, decoding_threads
 
-    how = route.partition(":")[2]
+    kind, _, how = route.partition(":")
     limit = 0 if how == "auto" else int(how)
+    if kind == "unpack-stdlib":  # 55def41's unpacking of a .gz: GzipStream on the standard library's zlib
+        from slm4ie_assets.archives import streams
+
+        streams.zlib_ng = zlib  # type: ignore[assignment]
     with tempfile.TemporaryDirectory(dir=Path(path).parent) as tmp:
         raw = Path(tmp) / "raw"
         raw.mkdir()
