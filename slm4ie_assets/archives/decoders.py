@@ -63,7 +63,7 @@ def _parallel(codec: str, raw: BinaryIO, threads: int) -> FastSource | None:
             return None if pieces is None else OrderedPieces(raw, pieces, decode_xz_piece, threads)
         found = zstd_pieces(fd, size, target)
         return None if found is None else OrderedPieces(raw, found, decode_zstd_piece, threads)
-    except (OSError, ValueError, RuntimeError):  # not a plain file, or rapidgzip refused it: one thread
+    except Exception:  # noqa: BLE001  not a plain file, or rapidgzip refused it: one thread reads it
         return None
 
 

@@ -245,16 +245,20 @@ class SerialBackstop:
         self._serial: Readable | None = None
         self._given = 0
         self._crc = 0
+        self._ended = False  # the parallel decoder reached an end it vouched for
         self.fell_back = False
 
     def read(self, n: int = -1) -> bytes:
         fast = self._fast
+        if self._ended:
+            return b""
         if fast is not None:
             try:
                 data = fast.read(n)
                 if data or fast.end_is_sure():
                     self._given += len(data)
                     self._crc = zlib_ng.crc32(data, self._crc)
+                    self._ended = not data
                     return data
             except Exception:  # noqa: BLE001  the one-thread decoder decides what is wrong
                 pass

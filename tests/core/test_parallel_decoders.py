@@ -11,11 +11,13 @@ import functools
 import gc
 import gzip
 import hashlib
+import io
 import lzma
 import os
 import random
 import subprocess
 import sys
+import tarfile
 import threading
 import zlib
 from collections.abc import Callable
@@ -122,6 +124,26 @@ def test_joined_streams_and_skippable_frames_are_split_too(tmp_path):
     members = write(tmp_path, "gzip", gzip.compress(DATA[:half], mtime=0) + gzip.compress(DATA[half:], mtime=0))
     for codec, path in [("xz", xz), ("zstd", zst), ("gzip", members)]:
         assert decode(codec, path, THREADS[codec]) == ("ok", hashlib.sha256(DATA).hexdigest(), False), codec
+
+
+def test_a_multi_block_tar_xz_unpacks_in_place_through_the_unpacker(tmp_path):
+    """tarfile reads the stream in its own sizes, and reads on after the tar's end."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    members = {f"m{i}.txt": DATA[i * 300_000:(i + 1) * 300_000] for i in range(5)}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    (raw / "all.tar.xz").write_bytes(multi_block_xz(buf.getvalue()))
+    with open(raw / "all.tar.xz", "rb") as fh:
+        assert isinstance(open_codec("xz", fh, 2), SerialBackstop), "decoded in parallel"
+    with decoding_threads(2):
+        report = unpack_archives(raw, tmp_path / "state.json")
+    assert report.unpacked == ["all.tar.xz"] and not report.skipped
+    assert {name: (raw / name).read_bytes() for name in members} == members
 
 
 # ----------------------------------------------------------------------------- damaged files fail as before
