@@ -21,7 +21,7 @@ from .errors import SkipArchive
 from .gzip_parallel import ParallelGzip
 from .parallel_decode import FastSource, OrderedPieces, SerialBackstop, decode_threads
 from .pieces import decode_xz_piece, decode_zstd_piece, piece_target, xz_pieces, zstd_pieces
-from .streams import CHUNK, Readable, inflate_stream, open_serial, read_chunks
+from .streams import CHUNK, GzipStream, Readable, ZstdFrames, ZstdStream, inflate_stream, open_serial, read_chunks
 
 MAX_ZIP_LZMA_DICT = 512 << 20
 
@@ -31,8 +31,9 @@ MAX_ZIP_LZMA_DICT = 512 << 20
 # pay only with cores to spare.
 PARALLEL_FROM = {"gzip": 4, "xz": 2, "zstd": 4}
 
-__all__ = ["CHUNK", "MAX_ZIP_LZMA_DICT", "PARALLEL_FROM", "Readable", "inflate_deflate", "inflate_stream",
-           "inflate_zip_lzma", "open_codec", "read_chunks"]
+# what this module offered before the one-thread decoders moved to `streams`, and offers still
+__all__ = ["CHUNK", "MAX_ZIP_LZMA_DICT", "PARALLEL_FROM", "GzipStream", "Readable", "ZstdFrames", "ZstdStream",
+           "inflate_deflate", "inflate_stream", "inflate_zip_lzma", "open_codec", "read_chunks"]
 
 
 def open_codec(codec: str | None, raw: BinaryIO, threads: int | None = None) -> Readable:
