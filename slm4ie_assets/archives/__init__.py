@@ -41,17 +41,21 @@ The caller holds the dataset lock: leftover temporary files of an interrupted ru
 the start of the next one.
 
 The modules, by concern: `names` (which files are archives, member-path rules, temporary names),
-`staging` (one archive's outputs, committed or rolled back together), `decoders` (gzip, bzip2, xz,
-zstd with its frame walker, zip member streams), `formats` (tar, zip, single file), `state` (the
-state file and the report, typed), `journal` (the intents), `outputs` (recorded outputs and intents
-against the disk), `ownership` (which files an archive produced), `roots` (each archive's root and
-depth), `run` (the loop).
+`staging` (one archive's outputs, committed or rolled back together), `decoders` (the compressed
+stream of an archive on as many threads as pay, zip member streams), with `streams` (the
+one-thread gzip, bzip2, xz and zstd decoders, and zstd's frame walker), `pieces` (the blocks of
+an xz file, the frames of a zstd file), `parallel_decode` (pieces decoded on threads, in order;
+the thread count, `decoding_threads`; the one-thread decoder as the judge) and `gzip_parallel`
+(rapidgzip), `formats` (tar, zip, single file), `state` (the state file and the report, typed),
+`journal` (the intents), `outputs` (recorded outputs and intents against the disk), `ownership`
+(which files an archive produced), `roots` (each archive's root and depth), `run` (the loop).
 Only what this module exports is for use outside the package.
 """
 
 from .errors import ArchiveError
 from .names import is_temp_name
+from .parallel_decode import decoding_threads
 from .run import unpack_archives
 from .state import ArchiveReport, SkippedArchive
 
-__all__ = ["ArchiveError", "ArchiveReport", "SkippedArchive", "is_temp_name", "unpack_archives"]
+__all__ = ["ArchiveError", "ArchiveReport", "SkippedArchive", "decoding_threads", "is_temp_name", "unpack_archives"]
