@@ -89,6 +89,13 @@ def _stdlib_loads(text: str, max_depth: int) -> Any:
             raise ValueError("JSON nested too deeply to decode") from None
 
 
+def nested_repr(value: Any) -> str:
+    """`str()` of a decoded value, which recurses once per level like the stdlib decoder does: room
+    for a record's deepest nesting (D25), so the call stack never turns an id into a crash."""
+    with recursion_room(2 * MAX_JSON_DEPTH):
+        return str(value)
+
+
 def id_str(value: Any) -> str | None:
     """Python `str()` of an id candidate (ADDENDUM 3.3); None when null or blank (D4, S2)."""
     if value is None:
@@ -100,7 +107,7 @@ def id_str(value: Any) -> str | None:
     elif isinstance(value, (int, float)):
         s = repr(value)
     else:
-        s = str(value)  # dicts and lists keep the Python repr, as the reference does
+        s = nested_repr(value)  # dicts and lists keep the Python repr, as the reference does
     return s if s.strip() else None
 
 
