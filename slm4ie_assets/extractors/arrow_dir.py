@@ -32,8 +32,12 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .arrow_stream import ArrowFileShrank, StoredBatch, StreamFile
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _STATE_KEYS = {"_data_files", "_fingerprint", "_format_columns", "_format_kwargs", "_format_type",
                "_output_all_columns", "_split"}
@@ -43,8 +47,8 @@ class HfSplit:
     """One hf split (a `Dataset` of a config) as the extractor reads it: its schema, row count and
     windows of rows."""
 
-    schema = None
-    num_rows = 0
+    schema: "pa.Schema"
+    num_rows: int
 
     def batches(self, size: int, start: int = 0, stop: int | None = None) -> Iterator:
         """Rows [start, stop) as tables on the grid of `size` rows counted from row 0, so a range of
@@ -68,7 +72,7 @@ class StreamSplit(HfSplit):
         self._stored: list[tuple[StreamFile, StoredBatch]] = [(f, b) for f in files for b in f.batches]
         self._first_rows = list(itertools.accumulate((b.rows for _, b in self._stored), initial=0))
         self.num_rows = self._first_rows[-1]
-        self._held: tuple[int, object] | None = None  # the stored batch read last: a window may end inside it
+        self._held: tuple[int, pa.RecordBatch] | None = None  # the stored batch read last: a window may end in it
 
     def _rows(self, start: int, end: int):
         import pyarrow as pa
@@ -82,7 +86,7 @@ class StreamSplit(HfSplit):
             start += n
         return pa.Table.from_batches(pieces, schema=self.schema)
 
-    def _read(self, i: int):
+    def _read(self, i: int) -> "pa.RecordBatch":
         if self._held is None or self._held[0] != i:
             self._held = None  # let the last one go before the next is read
             file, batch = self._stored[i]

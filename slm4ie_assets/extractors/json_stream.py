@@ -3,11 +3,11 @@ bounded by the largest record instead of ~7x the file (docs/memory.md).
 
 The stream must give exactly what the whole-file reading (`records.loads`) gives, or not be used:
 a first pass reads yajl's events over the whole file (its syntax, and its deepest nesting: a record
-deeper than the project's limit, D25, is refused by the whole reading), and looks at the raw bytes for what yajl reads differently
-from the reference decoder (a lone high surrogate escape, which yajl turns into `?`; `\\v` and `\\f`
-between tokens, which yajl takes as whitespace). Anything of that, and anything yajl refuses (NaN,
-numbers beyond 64 bits or a double, invalid UTF-8), makes the caller parse the file whole, as
-before. Only then does the second pass yield the records.
+deeper than the project's limit, D25, is refused by the whole reading), and looks at the raw bytes
+for what yajl reads differently from the reference decoder (a lone high surrogate escape, which yajl
+turns into `?`; `\\v` and `\\f` between tokens, which yajl takes as whitespace). Anything of that,
+and anything yajl refuses (NaN, numbers beyond 64 bits or a double, invalid UTF-8), makes the caller
+parse the file whole, as before. Only then does the second pass yield the records.
 """
 
 import logging

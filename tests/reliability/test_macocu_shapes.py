@@ -61,7 +61,8 @@ def test_a_big_doc_of_any_shape_is_bounded_by_the_cap(tmp_path, tiny, shape):
 def test_one_wide_element_or_a_nested_doc_lets_its_finished_children_go(tmp_path, tiny, wrap):
     """Every finished element inside the `<doc>` goes, not only the `<doc>`'s children: here a
     million `<span>`s in one `<div>`, or in a `<doc>` nested in the big one (D13: the outer one)."""
-    peak, warnings = peak_of_extraction(tmp_path, "macocu", "a.xml", _write(lambda i: f"<span>beseda {i}</span>\n", wrap))
+    spans = _write(lambda i: f"<span>beseda {i}</span>\n", wrap)
+    peak, warnings = peak_of_extraction(tmp_path, "macocu", "a.xml", spans)
     assert warnings == ["d/a.xml:3: <doc id='velik'> has no paragraph text; skipped [empty_text]"]
     assert peak < tiny + CAP + ALLOWANCE, (peak // MB, tiny // MB)
 
