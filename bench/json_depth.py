@@ -4,11 +4,12 @@
 
 Every jsonl and coleslaw line goes through `records.loads`, which translates the line once (digits
 to `0`, `[` and `{` to `(`) to find long digit runs and to count openers (`records._openers_over`);
-only a line with more openers than MAX_JSON_DEPTH is read closer (`records.nests_deeper`). This times, in process CPU per
-line, median of `--runs`: orjson alone; `records.loads` with its checks; and the checks alone (the
-translation with its two searches), on the bench's jsonl records with and without `paragraphs`
-(`bench.generate.gen_jsonl`). Then `nests_deeper` against decoding on lines built to make it work
-hardest (far deeper than the limit, wide and deep at once, brackets and escaped quotes in strings).
+only a line with more openers than MAX_JSON_DEPTH is read closer (`records.nests_deeper`). This
+times, in process CPU per line, median of `--runs`, on the bench's jsonl records with and without
+`paragraphs` (`bench.generate.gen_jsonl`): orjson alone; the digit-run check `loads` made before the
+limit; the same with the opener count (their difference is the limit's cost); `records.loads`.
+Then `nests_deeper` against decoding on lines built to make it work hardest (far deeper than the
+limit, wide and deep at once, brackets and escaped quotes in strings).
 """
 
 import argparse
