@@ -518,7 +518,7 @@ def _on_a_deeper_stack(frames: int, call):
 
 
 def test_deep_json_records_give_the_same_bytes_split_unsplit_and_on_any_stack(tmp_path_factory):
-    deep_differential(tmp_path_factory, 4, None)
+    deep_differential(tmp_path_factory, 6, None)
 
 
 @pytest.mark.long
