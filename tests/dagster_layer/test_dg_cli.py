@@ -134,12 +134,26 @@ def test_dg_check_defs_and_list_defs_see_the_catalog(project):
     # a bad catalog beside it (its own folder: make_catalog writes extract.yaml)
     (project / "bad").mkdir()
     bad = make_catalog(project / "bad", project / "raw", project / "out", {"kas": {"extractor": "text"}})
-    checked, listed_json, listed_table, res = run_side_by_side(
+    # and one naming two datasets whose raw folders do not exist (yet)
+    (project / "unready").mkdir()
+    unready = make_catalog(project / "unready", project / "raw", project / "out",
+                           {**DATASETS, "nov": {"extractor": "text", "domain": "d"},
+                            "web": {"extractor": "jsonl", "domain": "d"}})
+    checked, listed_json, listed_table, res, warned = run_side_by_side(
         ("dg", ["check", "defs"], cli_env(catalog, make_home(project / "home"))),
         ("dg", ["list", "defs", "--json"], cli_env(catalog, make_home(project / "home_json"))),
         ("dg", ["list", "defs"], cli_env(catalog, make_home(project / "home_table"))),
-        ("dg", ["check", "defs"], cli_env(bad, make_home(project / "home_bad"))))
-    assert "All definitions loaded successfully" in ok(checked)
+        ("dg", ["check", "defs"], cli_env(bad, make_home(project / "home_bad"))),
+        ("dg", ["check", "defs"], cli_env(unready, make_home(project / "home_unready"))))
+    assert "All definitions loaded successfully" in ok(checked) and "Warning" not in checked.stderr
+
+    # the missing raw folders: still a success, and one line each naming the dataset and the folder
+    assert "All definitions loaded successfully" in ok(warned)
+    lines = [line for line in (warned.stdout + warned.stderr).splitlines() if "raw folder" in line]
+    assert len(lines) == 2, warned.stdout + warned.stderr
+    for key, line in zip(("nov", "web"), lines, strict=True):
+        assert line.startswith(f"Warning: dataset '{key}': raw folder {project / 'raw' / key} does not exist"), line
+        assert "What to do: create it with the input files, or correct `input_dir` in extract.yaml" in line
 
     listed = json.loads(listed_json.stdout)
     keys = {a["asset_key"] for a in listed["assets"]}
