@@ -318,21 +318,31 @@ STALE_RUN_SENSOR = "slm4ie_stale_run_sensor"
 
 
 def build_stale_run_sensor() -> SensorDefinition:
-    """Under the daemon: frees the pool slots of runs whose process died (dagster_layer/stale_runs.py), so queued
-    runs start even when no extraction step runs on this host to do it."""
+    """Under the daemon: ends runs whose worker is gone, so queued runs start and no run waits for
+    ever: runs of this host whose process died (dagster_layer/stale_runs.py), even when no extraction
+    step runs here to do it; and, on a Slurm instance, runs whose job ended while still queued
+    (slurm/unstarted.py), which Dagster's run monitoring leaves STARTING until its start timeout.
+    Every 30 s, the shipped run monitoring's poll."""
 
     @sensor(
         name=STALE_RUN_SENSOR,
-        minimum_interval_seconds=60,
+        minimum_interval_seconds=30,
         default_status=DefaultSensorStatus.RUNNING,
         description=("Marks runs of this host whose process is gone (killed with SIGKILL, out of memory, shutdown) "
-                     "as failed, so they stop holding the `slm4ie_extract` pool and queued runs can start. "
-                     "Requests no runs."),
+                     "as failed, so they stop holding the `slm4ie_extract` pool and queued runs can start; on "
+                     "Slurm, also runs whose job was cancelled or failed before it started. Requests no runs."),
     )
     def _stale_run_sensor(context: SensorEvaluationContext):
+        from ..slurm.unstarted import end_unstarted_runs  # the Slurm launcher's modules, only once a tick runs
+
         reaped = reap_dead_runs(context.instance, log=context.log.warning)
+        unstarted = end_unstarted_runs(context.instance, log=context.log.warning)
+        said = []
         if reaped:
-            return SkipReason(f"marked {len(reaped)} run(s) whose process is gone as ended: {', '.join(reaped)}")
-        return SkipReason("no run of this host has lost its process")
+            said.append(f"marked {len(reaped)} run(s) whose process is gone as ended: {', '.join(reaped)}")
+        if unstarted:
+            said.append(f"failed {len(unstarted)} run(s) whose Slurm job ended before it started: "
+                        f"{', '.join(unstarted)}")
+        return SkipReason("; ".join(said) or "no run of this host has lost its process")
 
     return _stale_run_sensor
