@@ -10,14 +10,17 @@ sensor's first publish is done and no run is left, each round, alternately:
   - cp: a new file copied in with `cp` (its mtime is the copy's time);
   - mv: a file written two minutes earlier in a folder beside raw/, moved in with `mv` (its mtime
     stays old, so the sensor may plan it at its first look).
-It measures the seconds from just before the command to the moment the published manifest names the
-new shard, the runs the change started, and the host's load average. Run it from the checkout to
+Before each drop it waits a random 0-30 s (seeded), so drops fall anywhere in the sensor's 30 s tick
+rather than at the phase the previous round ended on. It measures the seconds from just before the
+command to the moment the published manifest names the new shard, the runs the change started, and
+the host's load average. Run it from the checkout to
 measure (it uses that checkout's `dg` and code). Timings depend on the host's load: say it.
 """
 
 import argparse
 import json
 import os
+import random
 import shutil
 import socket
 import statistics
@@ -31,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv" / "bin"
 KEY = "lat_txt"
 ROUND_TIMEOUT = 400.0
+TICK = 30.0  # the catalog's default watch_interval
 
 
 def free_port() -> int:
@@ -96,7 +100,7 @@ def wait(predicate, timeout: float, what: str, dev: subprocess.Popen, log: Path,
     sys.exit(f"timed out after {timeout:.0f}s waiting for {what}:\n{log.read_text(errors='replace')[-4000:]}")
 
 
-def one_round(kind: str, n: int, base: Path, runs: Runs, dev, log: Path) -> dict:
+def one_round(kind: str, n: int, base: Path, runs: Runs, dev, log: Path, pause: float) -> dict:
     staging = base / "staging"
     staging.mkdir(exist_ok=True)
     name = f"{kind}_{n}.txt"
@@ -104,6 +108,7 @@ def one_round(kind: str, n: int, base: Path, runs: Runs, dev, log: Path) -> dict
     src.write_text("".join(f"Nov dokument {n}, odstavek {i}.\n\n" for i in range(200)), encoding="utf-8")
     old = time.time() - 120
     os.utime(src, (old, old))
+    time.sleep(pause)
     before = set(runs.ids())
     load = os.getloadavg()[0]
     start = time.monotonic()
@@ -121,6 +126,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds of each kind (cp and mv), alternating")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temp folder)")
     parser.add_argument("--json", type=Path, help="also write the rounds here")
+    parser.add_argument("--seed", type=int, default=1, help="of the random pauses before the drops")
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="sensor_latency_"))
     base.mkdir(parents=True, exist_ok=True)
@@ -132,8 +138,8 @@ def main() -> None:
                PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}")
     log = base / "dg_dev.log"
     with open(log, "wb") as sink:
-        dev = subprocess.Popen([str(VENV_BIN / "dg"), "dev", "-h", "127.0.0.1", "-p", str(free_port())], cwd=REPO, env=env,
-                               stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        dev = subprocess.Popen([str(VENV_BIN / "dg"), "dev", "-h", "127.0.0.1", "-p", str(free_port())], cwd=REPO,
+                               env=env, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                start_new_session=True)
     rounds = []
     try:
@@ -142,9 +148,10 @@ def main() -> None:
         print(f"first publish {time.monotonic() - started:.0f}s after dg dev started", flush=True)
         runs = Runs(home)
         wait(lambda: not runs.busy(), ROUND_TIMEOUT, "the first runs to end", dev, log, poll=0.5)
+        pauses = random.Random(args.seed)
         for n in range(args.rounds):
             for kind in ("cp", "mv"):
-                rounds.append(one_round(kind, n, base, runs, dev, log))
+                rounds.append(one_round(kind, n, base, runs, dev, log, pauses.uniform(0, TICK)))
                 print(json.dumps(rounds[-1]), flush=True)
     finally:
         os.killpg(dev.pid, 2)  # Ctrl-C to dg dev's group
