@@ -29,7 +29,7 @@ class _OwnLayoutFilter(logging.Filter):
 
 def home_has_instance_file() -> bool:
     home = os.environ.get("DAGSTER_HOME")
-    return bool(home) and any((Path(home) / name).is_file() for name in ("dagster.yaml", "dagster.yml"))
+    return home is not None and home != "" and any((Path(home) / n).is_file() for n in ("dagster.yaml", "dagster.yml"))
 
 
 def telemetry_off_in(path: Path) -> bool:
