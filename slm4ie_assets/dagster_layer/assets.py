@@ -77,11 +77,11 @@ def publish_condition(key: str) -> AutomationCondition:
             .replace("any_deps_updated", updated))
 
 
-# Descriptions are a few short words: `dg list defs` prints the whole description in a column about
-# five characters wide at 80 columns, so each row stays two lines. The longer explanation is
-# the `about` metadata entry (the asset's page in the UI).
-DESCRIPTION = "Final text"
-SHARDS_DESCRIPTION = "File parts"
+# One sentence each, under the 100 characters `dg list defs` prints of a description (it cuts the rest
+# with "…"); the asset's page in the UI shows it under "Description". The `about` metadata entry
+# says more, with the dataset's own names.
+DESCRIPTION = "Published documents: one JSON line each, plus an annotations sidecar when the input is annotated"
+SHARDS_DESCRIPTION = "Extracted parts, one per input file or file group; the published dataset joins them in file order"
 
 
 def _about(spec: DatasetSpec) -> str:
