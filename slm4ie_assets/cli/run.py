@@ -40,9 +40,9 @@ def extract(spec: DatasetSpec, catalog: Catalog, force: bool, workers: int | Non
             publish: bool) -> int:
     require_raw_dir(spec)
     with dataset_lock(lock_path(spec), spec.key, log=say):
-        unpack(spec, catalog, say)
+        archives = unpack(spec, catalog, say, workers=workers)
     plan = plan_dataset(spec, force, effective_workers(workers, catalog.max_workers), catalog.shard_group_threshold,
-                        progress_seconds=PROGRESS_SECONDS)
+                        progress_seconds=PROGRESS_SECONDS, archive_drops=archives.drops)
     if publish:  # what pipeline.extract_dataset does, with terminal-paced progress
         report = extract_and_publish(plan, log=say)
         say(f"{spec.key}: " + ("already published, nothing to do" if report.skipped else

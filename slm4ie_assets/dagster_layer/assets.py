@@ -196,7 +196,7 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
                 context.log.info(message)
 
         with dataset_lock(lock_path(spec), spec.key, log=context.log.info):
-            archives = unpack(spec, catalog, log=unpack_log)
+            archives = unpack(spec, catalog, log=unpack_log, workers=extract.max_workers)
         workers = effective_workers(extract.max_workers, catalog.max_workers)
         plan = plan_dataset(spec, force=extract.force, workers=workers, group_threshold=catalog.shard_group_threshold,
                             progress_seconds=extract.progress_seconds, archive_drops=archives.drops,

@@ -197,3 +197,28 @@ def test_expected_errors_are_one_line_with_what_to_do_and_help_works(tmp_path):
         res = slm4ie(args, config)
         assert res.stdout.startswith("usage: slm4ie")
     assert not (tmp_path / "out").exists()
+
+
+def test_extract_counts_a_refused_archive_as_the_pipeline_does_and_strict_fails_on_it(tmp_path):
+    """`slm4ie extract` hands the unpack's skips to the plan, as `extract_dataset` and the asset do:
+    a damaged archive is a `bad_archive` drop in the manifest, and a strict dataset fails on it."""
+    import json
+
+    from slm4ie_assets.catalog import load_catalog
+    from slm4ie_assets.pipeline import extract_dataset
+
+    for name, strict in (("cli", False), ("api", False), ("strict", True)):
+        root = tmp_path / name
+        write_files(root / "raw" / "t", {"a.txt": "besedilo\n", "broken.tar.gz": b"\x1f\x8b\x08\x00 not a gzip"})
+        write_config(root, {"t": {"extractor": "text", "domain": "test", **({"strict": True} if strict else {})}})
+    slm4ie(["extract", "t"], tmp_path / "cli" / "extract.yaml")
+    catalog = load_catalog(tmp_path / "api" / "extract.yaml")
+    extract_dataset(catalog.datasets["t"], catalog)
+
+    def drops(name: str) -> dict:
+        manifest = tmp_path / name / "out" / ".slm4ie" / "t" / "current" / "manifest.json"
+        return json.loads(manifest.read_text())["drops"]
+
+    assert drops("cli") == drops("api") == {"bad_archive": 1}
+    res = slm4ie(["extract", "t"], tmp_path / "strict" / "extract.yaml", check=False)
+    assert res.returncode != 0 and "strict" in res.stderr, res.stdout + res.stderr
