@@ -13,7 +13,7 @@ EXTRAS := --all-extras
 # uv never downloads an interpreter of its own here: the venv uses $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: venv demo demo-ui home lint lock schema test test-deps test-long test-newest test-xml-newest ui daemon bench bench-scaling clean slurm-up slurm-down
+.PHONY: venv demo demo-ui home lint lock schema test test-deps test-long test-newest test-xml-newest ui daemon bench bench-scaling bench-unpack clean slurm-up slurm-down
 
 venv: $(STAMP)
 
@@ -110,6 +110,10 @@ bench: venv
 
 bench-scaling: venv
 	$(BIN)/python -m bench.scaling
+
+# one 400 MB archive (.gz, .zst, .xz) unpacked by the one-thread routes of before and by today's decoders
+bench-unpack: venv
+	$(BIN)/python -m bench.unpack
 
 clean:
 	rm -rf $(VENV) .uv .venv-newest .dagster .tmp_dagster_home_* data/extracted examples/data/extracted

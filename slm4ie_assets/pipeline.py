@@ -77,14 +77,16 @@ def require_raw_dir(spec: DatasetSpec) -> None:
                             f"(put the {spec.extractor} input files under it)")
 
 
-def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None) -> "ArchiveReport":
+def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None, workers: int | None = None) -> "ArchiveReport":
     """Unpack the dataset's archives (the caller holds the dataset lock exclusive); first, retire
-    what a publish killed after its swap left (`DatasetStore.retire_unpublished`)."""
-    from .archives import unpack_archives
+    what a publish killed after its swap left (`DatasetStore.retire_unpublished`). One big archive
+    is decoded on as many threads as the run may have workers (`workers`, else max_workers)."""
+    from .archives import decoding_threads, unpack_archives
 
     store = DatasetStore(spec)
     store.retire_unpublished()
-    return unpack_archives(spec.raw_dir, store.state / "archives.json", catalog.archives, log=log)
+    with decoding_threads(effective_workers(workers, catalog.max_workers)):
+        return unpack_archives(spec.raw_dir, store.state / "archives.json", catalog.archives, log=log)
 
 
 def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,

@@ -12,6 +12,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from .utils.recursion import recursion_room
+
 
 class Token(NamedTuple):
     """One token, for readers and tests; extractors fill `Annotations` arrays directly."""
@@ -115,31 +117,46 @@ def _repair(value: Any, issues: list) -> Any:
     return value
 
 
+# orjson's refusal of a value nested deeper than it writes (255 levels): its own count, the same on
+# every call stack, so such a value is unencodable and never retried with the stdlib, whose limit
+# the stack decides (D25)
+_ORJSON_TOO_DEEP = "Recursion limit reached"
+_REPAIR_FRAMES = 2048  # `_repair` takes two frames a level: room for any value a JSON record holds (D25)
+
+
 def dumps(obj: Any, issues: list | None = None) -> bytes:
     """Encode one line (without newline). Fast path orjson; values orjson refuses (lone
     surrogates, integers beyond 64 bits) take a repaired stdlib path. Repairs are appended to
     `issues` so the caller can count them."""
     try:
         return orjson.dumps(obj)
-    except (orjson.JSONEncodeError, TypeError):
-        found: list = []
-        try:
-            repaired = _repair(obj, found)
-        except RecursionError:  # orjson stops at 255 levels; deeper values are dropped, not a crash (D6)
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        if _ORJSON_TOO_DEEP in str(exc):
             raise UnencodableValue("a value is nested too deeply to encode") from None
-        if issues is not None:
-            issues.extend(found)
-        try:
-            return orjson.dumps(repaired)
-        except (orjson.JSONEncodeError, TypeError):
-            pass
-        try:
-            # big integers: the stdlib keeps arbitrary precision (ADDENDUM 2.3)
-            return json.dumps(repaired, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-        except (TypeError, ValueError) as exc:
-            raise UnencodableValue(str(exc)) from None
-        except RecursionError:
+    with recursion_room(_REPAIR_FRAMES):
+        return _dumps_repaired(obj, issues)
+
+
+def _dumps_repaired(obj: Any, issues: list | None) -> bytes:
+    found: list = []
+    try:
+        repaired = _repair(obj, found)
+    except RecursionError:  # deeper than any JSON record may be (D25): dropped, not a crash (D6)
+        raise UnencodableValue("a value is nested too deeply to encode") from None
+    if issues is not None:
+        issues.extend(found)
+    try:
+        return orjson.dumps(repaired)
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        if _ORJSON_TOO_DEEP in str(exc):
             raise UnencodableValue("a value is nested too deeply to encode") from None
+    try:
+        # big integers: the stdlib keeps arbitrary precision (ADDENDUM 2.3)
+        return json.dumps(repaired, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise UnencodableValue(str(exc)) from None
+    except RecursionError:
+        raise UnencodableValue("a value is nested too deeply to encode") from None
 
 
 def text_record(doc: Document, source: str, domain: str, doc_id: str) -> dict:

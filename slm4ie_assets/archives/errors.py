@@ -31,10 +31,25 @@ class SkipArchive(Exception):
         self.about_archive = about_archive
 
 
-class BudgetExceeded(SkipArchive):
+class RefusesRoot(SkipArchive):
+    """A failure anywhere in a root archive's tree that skips the ROOT as `bad_archive` and removes
+    everything its tree produced (D16), rather than skipping only the archive where it happened."""
+
+
+class BudgetExceeded(RefusesRoot):
     """A root archive unpacks, at any depth, to more bytes or members than `archives:` allows (D16):
     the root is skipped as `bad_archive` and everything unpacked from it is removed. The reason
     names the member where the limit tripped, and the inner archive that held it."""
+
+
+class WouldReplace(RefusesRoot):
+    """A member whose path holds a file no archive produced, with other bytes (issue 39): the file
+    is somebody's own and stays. Remembered while the archive and that file (`blocker`, relative
+    to raw/<key>/) are unchanged."""
+
+    def __init__(self, reason: str, blocker: str):
+        super().__init__(reason)
+        self.blocker = blocker
 
 
 class WriteFailure(OSError):

@@ -15,8 +15,9 @@ from typing import BinaryIO, NoReturn
 
 from ..extractors.discovery import escaped_name
 from ..utils.gzipio import ChunkWriter
-from .errors import ArchiveError, BudgetExceeded, SkipArchive, WriteFailure
+from .errors import ArchiveError, BudgetExceeded, SkipArchive, WouldReplace, WriteFailure
 from .names import temp_name
+from .ownership import Owners, same_bytes
 from .state import OutputStamp
 
 Log = Callable[[str], None]
@@ -43,11 +44,14 @@ class Budget:
 
 
 class Staging:
-    """One archive's outputs: streamed into temporary files, renamed into place together by
-    `commit`, or all removed (with the folders made for them) by `rollback`."""
+    """One archive's outputs: streamed into temporary files, stamped by `staged` (what the intent
+    records), renamed into place together by `commit`, or all removed (with the folders made for
+    them) by `rollback`. A member is never renamed over a file that `owners` does not record as an
+    archive's output (issue 39): when that file holds the member's bytes it is kept as found,
+    otherwise the root is refused (WouldReplace)."""
 
     def __init__(self, archive: Path, folder_rel: str, where: str, budget: Budget,
-                 warn: Log, log: Log | None = None):
+                 warn: Log, log: Log | None = None, owners: Owners | None = None):
         self.archive = archive
         self.folder = archive.parent
         self.folder_rel = folder_rel
@@ -58,7 +62,9 @@ class Staging:
         self.duplicates: list[str] = []  # members a later copy of the same name replaced (D6)
         self._warn = warn
         self._log = log
+        self._owners = owners  # None: no file is recorded as an archive's output
         self._pending: dict[tuple[str, ...], Path] = {}  # member path -> its temporary file
+        self._found: set[tuple[str, ...]] = set()  # members whose path already holds their bytes
         self._created: list[Path] = []  # folders made for this archive, removed again by rollback
         self._dirs: set[tuple[str, ...]] = {()}
         self._last_progress = time.monotonic()
@@ -133,6 +139,7 @@ class Staging:
         try:
             earlier = self._pending.pop(key, None)
             self._pending[key] = tmp  # registered before the first byte, so rollback always finds it
+            self._found.discard(key)
             if earlier is not None:
                 earlier.unlink(missing_ok=True)
                 message = f"member {name!r} appears more than once; an earlier copy was dropped, the last one kept"
@@ -146,6 +153,24 @@ class Staging:
                 failure = failure or exc
         if failure is not None:
             self._os_failure(failure, tmp, name)
+        self._check_in_place(key, tmp, name)
+
+    def _check_in_place(self, key: tuple[str, ...], tmp: Path, name: str) -> None:
+        """What stands at the member's path may be replaced only when an archive produced it."""
+        final = tmp.parent / key[-1]
+        try:
+            os.lstat(final)
+        except FileNotFoundError:
+            return
+        rel = self.rel(key)
+        if self._owners is not None and self._owners.produced(rel):
+            return
+        if same_bytes(final, tmp):
+            self._found.add(key)
+            return
+        shown = self._owners.where(rel) if self._owners is not None else str(final)
+        raise WouldReplace(f"member {name!r}{self._nested_in()} would replace {shown}, a file no archive "
+                           f"produced (it is left as it is; move it away to unpack the archive)", rel)
 
     def _file_key(self, parts: list[str], name: str) -> tuple[str, ...]:
         """The member's path, once its folders exist and nothing in the tree stands in its way."""
@@ -212,21 +237,33 @@ class Staging:
             raise SkipArchive(f"member {name!r} cannot be placed at {path}: {exc.strerror}", False) from exc
         raise WriteFailure(exc.errno, f"{self.where}: cannot write {path}: {exc.strerror}") from exc
 
-    def commit(self) -> dict[str, OutputStamp]:
-        """Rename every staged file into place; each output as it now stands on disk."""
+    def staged(self) -> tuple[dict[str, OutputStamp], tuple[str, ...]]:
+        """Each output as it will stand once in place (a rename keeps size and mtime), and those
+        found in place already: what the intent records before `commit`."""
         outputs: dict[str, OutputStamp] = {}
+        for key, tmp in self._pending.items():
+            path = tmp.parent / key[-1] if key in self._found else tmp
+            try:
+                st = os.lstat(path)
+            except OSError as exc:
+                raise WriteFailure(exc.errno, f"{self.where}: cannot stat {path}: {exc.strerror}") from exc
+            outputs[self.rel(key)] = OutputStamp(st.st_size, st.st_mtime_ns)
+        return outputs, tuple(self.rel(key) for key in self._pending if key in self._found)
+
+    def commit(self) -> None:
+        """Rename every staged file into place; a member found in place drops its copy."""
         for key, tmp in list(self._pending.items()):
             final = tmp.parent / key[-1]
             try:
-                os.replace(tmp, final)
-                st = os.lstat(final)
+                if key in self._found:
+                    os.unlink(tmp)
+                else:
+                    os.replace(tmp, final)
             except OSError as exc:
                 raise WriteFailure(exc.errno, f"{self.where}: cannot move {tmp} to {final}: "
                                               f"{exc.strerror}") from exc
             del self._pending[key]
-            outputs[self.rel(key)] = OutputStamp(st.st_size, st.st_mtime_ns)
         self._created.clear()
-        return outputs
 
     def rollback(self) -> None:
         for tmp in self._pending.values():

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..catalog import CONFIG_ENV, PROJECT_ROOT
+from .output import UsageError
 
 
 @dataclass(frozen=True)
@@ -25,12 +26,21 @@ class CatalogChoice:
 
 
 def choose_catalog(option: str | None, cwd: Path | None = None) -> CatalogChoice:
-    if option:
-        return CatalogChoice(Path(option).expanduser().resolve(), "--config")
+    """The catalog to read; a `--config` or `$SLM4IE_EXTRACT_CONFIG` naming no file is a bad argument
+    (`UsageError`), never a reason to fall back to another catalog."""
+    if option is not None:
+        return _named(CatalogChoice(Path(option).expanduser().resolve(), "--config"), f"--config {option}")
     env = os.environ.get(CONFIG_ENV)
     if env:
-        return CatalogChoice(Path(env).expanduser().resolve(), f"${CONFIG_ENV}")
+        return _named(CatalogChoice(Path(env).expanduser().resolve(), f"${CONFIG_ENV}"), f"${CONFIG_ENV}={env}")
     local = (cwd or Path.cwd()) / "extract.yaml"
     if local.is_file():
         return CatalogChoice(local.resolve(), "./extract.yaml")
     return CatalogChoice(PROJECT_ROOT / "extract.yaml", "the project's own; no ./extract.yaml here")
+
+
+def _named(choice: CatalogChoice, given: str) -> CatalogChoice:
+    if choice.path.is_file():
+        return choice
+    what = "is a folder, not a catalog file" if choice.path.is_dir() else "names no file"
+    raise UsageError(f"slm4ie: {given}: {choice.path} {what} (an extract.yaml; see slm4ie --help)")

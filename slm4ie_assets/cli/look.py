@@ -18,12 +18,37 @@ import orjson
 
 from ..catalog import DatasetSpec
 from ..extractors.drop_ledger import MAX_WARNINGS_KEPT
+from ..extractors.tsv_metadata import METADATA_MISSING
 from ..store.dataset_store import READ_ERRORS, DatasetStore, read_manifest
 from ..store.manifest import Manifest
-from .output import json_text, shown, shown_lines
+from .output import UsageError, json_text, shown, shown_lines
 from .select import Numbered, Selection, reservoir, selected
 
 TEXT_CHARS = 1200  # of one document's text; the rest is counted, not printed
+# drop-ledger reasons that count an input problem whose documents were kept (not dropped)
+KEPT_REASONS = frozenset({METADATA_MISSING})
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """A drop ledger split in two: what was dropped, and what was only counted (documents kept)."""
+
+    dropped: dict[str, int]
+    kept: dict[str, int]
+
+    @classmethod
+    def of(cls, drops: dict[str, int]) -> "Ledger":
+        return cls({r: n for r, n in drops.items() if r not in KEPT_REASONS},
+                   {r: n for r, n in drops.items() if r in KEPT_REASONS})
+
+    def line(self) -> str:
+        """`N item(s) dropped: reason n, ...` and, when there are any, `; kept with a warning: reason n`."""
+        text = f"{sum(self.dropped.values()):,} item(s) dropped" + _reasons(self.dropped)
+        return text + (f"; kept with a warning{_reasons(self.kept)}" if self.kept else "")
+
+
+def _reasons(counts: dict[str, int]) -> str:
+    return (": " + ", ".join(f"{k} {v:,}" for k, v in counts.items())) if counts else ""
 
 
 class NothingPublished(Exception):
@@ -70,8 +95,8 @@ def inspect(spec: DatasetSpec, args: argparse.Namespace) -> int:
     else:
         print_documents(shown_docs)
         if not shown_docs:
-            print("(no documents" + (f" {selection.describe()}" if selection.describe() else "")
-                  + (f" after {args.skip}" if args.skip and args.sample is None else "") + ")")
+            print(shown("(no documents" + (f" {selection.describe()}" if selection.describe() else "")
+                        + (f" after {args.skip}" if args.skip and args.sample is None else "") + ")"))
     return 0
 
 
@@ -100,6 +125,10 @@ def shard_documents(spec: DatasetSpec, shard: str) -> Iterator[tuple[dict, dict 
     store = DatasetStore(spec)
     meta = store.read_part_meta(shard)
     if meta is None or meta.shard != shard:
+        manifest = store.published_manifest()
+        if manifest is None or shard not in {key for key, _ in manifest.shards}:
+            raise UsageError(f"slm4ie inspect: no shard {shard!r} in {spec.key} (`slm4ie status {spec.key}` "
+                             "lists its shard keys)")
         raise NothingPublished(f"{spec.key} has no part for shard {shard!r} (shard keys are paths under "
                                f"{spec.raw_dir}; `slm4ie stats {spec.key}` lists the published ones)")
     paths = store.part_paths(shard)
@@ -135,12 +164,12 @@ def print_dropped(spec: DatasetSpec, version: Published, as_json: bool = False) 
     """The drop ledger of the published version, then each part's warnings (file:line, reason)."""
     m = version.manifest
     lines = list(dropped_lines(spec, m))
+    ledger = Ledger.of(m.drops)
     if as_json:
-        print(json_text({"dataset": spec.key, "dropped": sum(m.drops.values()), "drops": m.drops,
-                         "warnings": lines}, indent=True))
+        print(json_text({"dataset": spec.key, "dropped": sum(ledger.dropped.values()), "drops": ledger.dropped,
+                         "kept_with_warning": ledger.kept, "warnings": lines}, indent=True))
         return
-    print(f"{spec.key}: {sum(m.drops.values()):,} item(s) dropped" +
-          (": " + ", ".join(f"{k} {v:,}" for k, v in m.drops.items()) if m.drops else ""))
+    print(f"{shown(spec.key)}: {ledger.line()}")
     for line in lines:
         print(f"  {shown(line)}")
 
@@ -155,7 +184,7 @@ def dropped_lines(spec: DatasetSpec, m: Manifest) -> Iterator[str]:
         elif meta.warnings:
             yield from meta.warnings
             dropped = sum(meta.drops.values())
-            shown = sum(1 for w in meta.warnings if w.endswith("]"))  # a drop's warning ends in [reason]
-            if dropped > shown:
-                yield (f"{key}: … {dropped - shown:,} more (each file keeps the warnings of its first "
+            listed = sum(1 for w in meta.warnings if w.endswith("]"))  # a drop's warning ends in [reason]
+            if dropped > listed:
+                yield (f"{key}: … {dropped - listed:,} more (each file keeps the warnings of its first "
                        f"{MAX_WARNINGS_KEPT} drops)")

@@ -11,12 +11,9 @@ from ..catalog import Catalog, CatalogError, DatasetSpec, load_catalog
 from ..engine.pool_server import effective_workers, start_early
 from ..remedies import remedy_for, with_remedy
 from .config import choose_catalog
+from .output import UsageError, shown, shown_message
 from .select import parse_field, parse_regex, parse_where
 from .slices import parse_slice
-
-
-class UsageError(Exception):
-    """A bad argument: one line, exit 2."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -24,6 +21,9 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise UsageError(f"{self.prog}: {message} (see {self.prog.split()[0]} --help)")
+
+
+DEFAULT_N = 5  # documents `inspect` shows
 
 
 def positive(text: str) -> int:
@@ -54,10 +54,10 @@ def build_parser() -> OneLineParser:
     p = sub.add_parser("inspect", help="page through published documents, one shard's, or the dropped records")
     p.add_argument("key", help="dataset key in extract.yaml")
     p.add_argument("--shard", help="the documents of this shard's current part instead of the published file")
-    p.add_argument("--n", type=positive, default=5, help="how many documents (default 5)")
-    p.add_argument("--skip", type=not_negative, default=0, help="documents to skip first (paging)")
+    p.add_argument("--n", type=positive, help=f"how many documents (default {DEFAULT_N})")
+    p.add_argument("--skip", type=not_negative, help="documents to skip first (paging)")
     p.add_argument("--sample", type=positive, metavar="N", help="N documents drawn at random, in file order")
-    p.add_argument("--seed", type=whole, default=0, help="the random sample's seed (default 0: the same sample)")
+    p.add_argument("--seed", type=whole, help="with --sample: its seed (default 0: the same sample every time)")
     p.add_argument("--grep", type=parse_regex, metavar="REGEX", help="only documents whose text matches")
     p.add_argument("--where", type=parse_where, action="append", metavar="FIELD=VALUE",
                    help="only documents whose field (uid, metadata.NAME, ...) is VALUE or lists it; repeatable")
@@ -92,16 +92,27 @@ def dataset(catalog: Catalog, key: str) -> DatasetSpec:
     return catalog.dataset(key)
 
 
+def given(args: argparse.Namespace, *flags: str) -> list[str]:
+    """Which of `flags` the command line set (every one of them defaults to None or False)."""
+    return [f"--{flag}" for flag in flags if getattr(args, flag) not in (None, False, [])]
+
+
 def check_combinations(args: argparse.Namespace) -> None:
-    """Flags that cannot go together: one line, exit 2, before anything is read."""
+    """Flags that cannot go together, or one that would be ignored: one line, exit 2, before anything is read."""
     if args.command == "inspect":
-        if args.sample is not None and args.skip:
-            raise UsageError("slm4ie inspect: --sample draws from every document; it takes no --skip")
-        if args.dropped and (args.sample or args.grep or args.where or args.annotated or args.shard):
-            raise UsageError("slm4ie inspect: --dropped lists the drop ledger; it takes no --sample, --grep, "
-                             "--where, --annotated or --shard")
+        if args.dropped and (extra := given(args, "sample", "seed", "n", "skip", "grep", "where", "annotated",
+                                            "shard")):
+            raise UsageError(f"slm4ie inspect: --dropped lists the drop ledger; it takes no {', '.join(extra)}")
+        if args.sample is not None and (extra := given(args, "n", "skip")):
+            raise UsageError(f"slm4ie inspect: --sample N draws N from every document; it takes no "
+                             f"{' or '.join(extra)}")
+        if args.seed is not None and args.sample is None:
+            raise UsageError("slm4ie inspect: --seed picks the random sample; it needs --sample N")
+        args.n, args.skip, args.seed = args.n or DEFAULT_N, args.skip or 0, args.seed or 0
     if args.command == "stats" and args.by is not None and args.key is None:
         raise UsageError("slm4ie stats: --by needs a dataset key (slm4ie stats KEY --by metadata.NAME)")
+    if args.command == "extract" and args.slice is not None and not args.no_publish:
+        raise UsageError("slm4ie extract: --slice needs --no-publish (publish once, after every slice)")
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -110,7 +121,7 @@ def dispatch(args: argparse.Namespace) -> int:
     catalog = load_catalog(choice.path)  # its errors, and a key not in it, name the file: one line
     spec = None if args.command == "stats" and args.key is None else dataset(catalog, args.key)
     # then the first line says which catalog was read (stderr under --json: stdout stays pure JSON)
-    print(choice.line(), file=sys.stderr if getattr(args, "json", False) else sys.stdout, flush=True)
+    print(shown(choice.line()), file=sys.stderr if getattr(args, "json", False) else sys.stdout, flush=True)
     if args.command == "stats":
         from . import stats
 
@@ -128,20 +139,19 @@ def dispatch(args: argparse.Namespace) -> int:
         from . import status as status_command
 
         return status_command.status(spec, catalog, slices=args.slices, as_json=args.json)
-    if args.slice is not None and not args.no_publish:
-        raise UsageError("slm4ie extract: --slice needs --no-publish (publish once, after every slice)")
     return run.extract(spec, catalog, args.force, args.workers, args.slice, publish=not args.no_publish)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit status: 0 done, 1 an expected error (its message, one line), 2 a bad argument."""
+    """Exit status: 0 done, 1 an expected error (its message, one line; a bad catalog lists every
+    problem), 2 a bad argument (one line, nothing on stdout before it when it is the command line's)."""
     try:
         return dispatch(build_parser().parse_args(argv))
     except UsageError as exc:
-        print(exc, file=sys.stderr)
+        print(shown(exc), file=sys.stderr)
         return 2
     except CatalogError as exc:
-        print(exc, file=sys.stderr)
+        print(shown_message(str(exc)), file=sys.stderr)
         return 1
     except BrokenPipeError:  # `slm4ie inspect ... | head`
         sys.stderr.close()
@@ -150,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = expected_error_line(exc)
         if message is None:
             raise  # a bug: keep its traceback
-        print(f"slm4ie: {message}", file=sys.stderr)
+        print(shown(f"slm4ie: {message}"), file=sys.stderr)
         return 1
 
 

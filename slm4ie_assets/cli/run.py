@@ -24,22 +24,25 @@ from ..pipeline import (
 from ..planning.shards import Shard
 from ..store.locks import dataset_lock
 from . import record
+from .output import shown, shown_message
 from .slices import Slice, slice_of
 
 PROGRESS_SECONDS = 5.0  # a terminal wants to see it move sooner than a run log
 
 
 def say(message: str) -> None:
-    print(message, flush=True)
+    """A progress line, a summary table or a result, as the pipeline and the commands word it; names and
+    warnings in it are shown as `output.shown` shows them (its own line breaks kept)."""
+    print(shown_message(message), flush=True)
 
 
 def extract(spec: DatasetSpec, catalog: Catalog, force: bool, workers: int | None, part: Slice | None,
             publish: bool) -> int:
     require_raw_dir(spec)
     with dataset_lock(lock_path(spec), spec.key, log=say):
-        unpack(spec, catalog, say)
+        archives = unpack(spec, catalog, say, workers=workers)
     plan = plan_dataset(spec, force, effective_workers(workers, catalog.max_workers), catalog.shard_group_threshold,
-                        progress_seconds=PROGRESS_SECONDS)
+                        progress_seconds=PROGRESS_SECONDS, archive_drops=archives.drops)
     if publish:  # what pipeline.extract_dataset does, with terminal-paced progress
         report = extract_and_publish(plan, log=say)
         say(f"{spec.key}: " + ("already published, nothing to do" if report.skipped else
@@ -66,9 +69,9 @@ def publish_when_current(spec: DatasetSpec, catalog: Catalog) -> int:
     plan = plan_dataset(spec, workers=1, group_threshold=catalog.shard_group_threshold)
     if plan.stale:
         names = ", ".join(repr(s.key) for s in plan.stale[:5]) + (" …" if len(plan.stale) > 5 else "")
-        print(f"slm4ie: not publishing {spec.key}: {len(plan.stale)} of {len(plan.shards)} shard(s) have no "
+        print(shown(f"slm4ie: not publishing {spec.key}: {len(plan.stale)} of {len(plan.shards)} shard(s) have no "
               f"current part ({names}); run `slm4ie extract {spec.key} --slice I/N --no-publish` for the "
-              "missing slices (or `slm4ie extract " f"{spec.key}`)", file=sys.stderr)
+              "missing slices (or `slm4ie extract " f"{spec.key}`)"), file=sys.stderr)
         return 1
     if plan.up_to_date:
         say(f"{spec.key}: already published, nothing to do")

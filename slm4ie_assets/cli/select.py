@@ -11,6 +11,7 @@ from typing import Any
 
 Numbered = tuple[int, dict, dict | None]  # (line in the file read, record, sidecar line or None)
 _MISSING = object()
+MISSING_VALUE = "(missing)"  # the group `--by` puts a document without the field in
 
 
 @dataclass(frozen=True)
@@ -37,19 +38,37 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
-def parse_where(text: str) -> Where:
-    field, sep, value = text.partition("=")
-    path = tuple(field.split("."))
-    if not sep or not all(path):
-        raise argparse.ArgumentTypeError(f"wants FIELD=VALUE (FIELD may be metadata.NAME), not {text!r}")
-    return Where(path, value)
+# the keys of a published line (README, "Output format"); anything else a document holds is under metadata
+RECORD_FIELDS = ("uid", "doc_id", "source", "domain", "text")
+FIELD_FORMS = "uid, doc_id, source, domain, text or metadata.NAME"
+
+
+def field_problem(path: tuple[str, ...]) -> str | None:
+    """Why `path` names no field a published document can have (None when it can): `year` for
+    `metadata.year` would otherwise group every document under `(missing)` without a word."""
+    if not all(path):
+        return "has an empty part"
+    if path[0] == "metadata":
+        return "needs a NAME after metadata. (metadata.NAME)" if len(path) == 1 else None
+    if path[0] in RECORD_FIELDS:
+        return None if len(path) == 1 else f"{path[0]} has no parts"
+    hint = f"; did you mean metadata.{'.'.join(path)}?" if len(path) == 1 else ""
+    return f"is not a document field ({FIELD_FORMS}){hint}"
 
 
 def parse_field(text: str) -> tuple[str, ...]:
     path = tuple(text.split("."))
-    if not all(path):
-        raise argparse.ArgumentTypeError(f"wants a field name such as metadata.year, not {text!r}")
+    problem = field_problem(path)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
     return path
+
+
+def parse_where(text: str) -> Where:
+    field, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"wants FIELD=VALUE ({FIELD_FORMS} as FIELD), not {text!r}")
+    return Where(parse_field(field), value)
 
 
 def parse_regex(text: str) -> re.Pattern:
@@ -65,7 +84,7 @@ def field_values(record: dict, path: tuple[str, ...]) -> list[str]:
     for part in path:
         found = found.get(part, _MISSING) if isinstance(found, dict) else _MISSING
     if found is _MISSING:
-        return ["(missing)"]
+        return [MISSING_VALUE]
     return [as_text(v) for v in found] if isinstance(found, list) and found else [as_text(found)]
 
 

@@ -17,11 +17,12 @@ from ..engine.progress import human_bytes
 from ..store.length_stats import LengthHistogram, bucket_bounds
 from ..store.manifest import Manifest
 from ..store.preview import length_rows
-from .look import NothingPublished, published, published_documents
-from .output import json_text, shown
-from .select import Selection, field_values, selected
+from .look import Ledger, NothingPublished, published, published_documents
+from .output import UsageError, json_text, shown
+from .select import MISSING_VALUE, Selection, field_values, selected
 
 SHOWN_KEYS = 5  # shard keys the one-dataset summary lists
+SHOWN_NAMES = 20  # metadata names a `--by` naming none of them lists
 
 
 def characters(hist: LengthHistogram) -> int:
@@ -31,7 +32,8 @@ def characters(hist: LengthHistogram) -> int:
 
 @dataclass(frozen=True)
 class DatasetRow:
-    """One line of the corpus table (None: not published)."""
+    """One line of the corpus table (None: not published); `dropped` leaves out the items the ledger
+    counts though their documents were kept (`kept_with_warning`)."""
 
     dataset: str
     extractor: str
@@ -41,6 +43,7 @@ class DatasetRow:
     dropped: int | None = None
     annotated_share: float | None = None
     published_at: str | None = None
+    kept_with_warning: int | None = None
 
 
 def dataset_row(spec: DatasetSpec) -> DatasetRow:
@@ -48,9 +51,11 @@ def dataset_row(spec: DatasetSpec) -> DatasetRow:
         m = published(spec).manifest
     except NothingPublished:
         return DatasetRow(spec.key, spec.extractor, spec.domain)
+    ledger = Ledger.of(m.drops)
     return DatasetRow(spec.key, spec.extractor, spec.domain, m.docs,
                       characters(m.lengths.characters) if m.lengths is not None else None,
-                      sum(m.drops.values()), round(m.annotated_docs / m.docs, 4) if m.docs else 0.0, m.published_at)
+                      sum(ledger.dropped.values()), round(m.annotated_docs / m.docs, 4) if m.docs else 0.0,
+                      m.published_at, sum(ledger.kept.values()))
 
 
 def print_table(cells: Sequence[Sequence[str]], left: set[int], indent: str = "") -> None:
@@ -102,20 +107,26 @@ def grouped(spec: DatasetSpec, version, by: tuple[str, ...], as_json: bool) -> i
     docs: Counter[str] = Counter()
     chars: Counter[str] = Counter()
     annotated: Counter[str] = Counter()
+    metadata_names: set[str] = set()
     for _number, rec, ann in selected(published_documents(spec, version), Selection()):
+        if len(metadata_names) < SHOWN_NAMES:
+            metadata_names.update(rec.get("metadata", ()))
         for value in field_values(rec, by):
             docs[value] += 1
             chars[value] += len(rec["text"])
             annotated[value] += ann is not None and "forms" in ann
+    field = ".".join(by)
+    if list(docs) == [MISSING_VALUE]:  # a misspelt name, most likely: say so rather than a table of nothing
+        names = ", ".join(f"metadata.{n}" for n in sorted(metadata_names)[:SHOWN_NAMES]) or "no metadata"
+        raise UsageError(f"slm4ie stats: no document of {spec.key} has {field} (its documents have {names})")
     groups = [{"value": v, "documents": n, "characters": chars[v], "annotated": annotated[v]}
               for v, n in sorted(docs.items(), key=lambda item: (-item[1], item[0]))]
-    field = ".".join(by)
     if as_json:
         print(json_text({"dataset": spec.key, "by": field, "groups": groups}, indent=True))
         return 0
-    cells = [(field, "documents", "characters", "annotated")] + [
+    cells = [(shown(field), "documents", "characters", "annotated")] + [
         (shown(g["value"]), f"{g['documents']:,}", f"{g['characters']:,}", f"{g['annotated']:,}") for g in groups]
-    print(f"{spec.key}: {version.manifest.docs:,} documents by {field}")
+    print(shown(f"{spec.key}: {version.manifest.docs:,} documents by {field}"))
     print_table(cells, left={0}, indent="  ")
     return 0
 
@@ -126,11 +137,16 @@ def print_summary(spec: DatasetSpec, m: Manifest) -> None:
             ("annotated", f"{m.annotated_docs:,} ({100 * m.annotated_docs / m.docs:.1f}%)" if m.docs else "0"),
             ("tokens", f"{m.tokens:,}"), ("sentences", f"{m.sentences:,}"), ("text", human_bytes(m.text_bytes)),
             ("sidecar", human_bytes(m.sidecar_bytes) if m.has_sidecar else "none (no annotated document)"),
-            ("duplicate uids", f"{m.duplicate_uids:,}"), ("dropped", f"{sum(m.drops.values()):,}")]
-    rows += [(f"  {reason}", f"{n:,}") for reason, n in m.drops.items()]
+            ("duplicate uids", f"{m.duplicate_uids:,}")]
+    ledger = Ledger.of(m.drops)
+    rows += [("dropped", f"{sum(ledger.dropped.values()):,}")]
+    rows += [(f"  {reason}", f"{n:,}") for reason, n in ledger.dropped.items()]
+    if ledger.kept:
+        rows += [("kept with a warning", f"{sum(ledger.kept.values()):,}")]
+        rows += [(f"  {reason}", f"{n:,}") for reason, n in ledger.kept.items()]
     rows += [(f"repaired: {reason}", f"{n:,}") for reason, n in m.repairs.items()]
     width = max(len(label) for label, _ in rows)
-    print(f"{spec.key} ({spec.extractor}, {spec.domain})")
+    print(shown(f"{spec.key} ({spec.extractor}, {spec.domain})"))
     print("\n".join(f"  {label:<{width}}  {value}" for label, value in rows))
     keys = [shown(key) for key, _ in m.shards]
     print("\nshard keys (for inspect --shard): " + ", ".join(keys[:SHOWN_KEYS])

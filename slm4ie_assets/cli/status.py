@@ -9,7 +9,6 @@ settings, or damaged) or `missing` (no part). With `--slices N` each shard names
 of its shards still need `slm4ie extract KEY --slice I/N --no-publish`. Exit status 0.
 """
 
-import json
 from dataclasses import asdict, dataclass
 
 from ..catalog import Catalog, DatasetSpec
@@ -17,6 +16,7 @@ from ..engine.pool_server import effective_workers
 from ..pipeline import plan_dataset
 from ..planning.shards import Shard
 from ..store.dataset_store import DatasetStore
+from .output import json_text, shown
 from .run import say
 from .slices import Slice, slice_of
 
@@ -68,15 +68,16 @@ def status(spec: DatasetSpec, catalog: Catalog, slices: int | None = None, as_js
     counts = {state: sum(r.state == state for r in rows) for state in ("current", "stale", "missing")}
     published = published_state(spec, plan.up_to_date)
     if as_json:
-        print(json.dumps({"dataset": spec.key, "shards": [asdict(r) for r in rows], "counts": counts,
-                          "published": published, "slices": slices}, ensure_ascii=False))
+        print(json_text({"dataset": spec.key, "shards": [asdict(r) for r in rows], "counts": counts,
+                         "published": published, "slices": slices}))
         return 0
     say(f"{spec.key}: {len(rows)} shard(s): {counts['current']} current, {counts['stale']} stale, "
         f"{counts['missing']} missing; published version: {published}")
-    width = max([len(r.key) for r in rows] + [5])
-    say(f"{'shard':<{width}}  state    " + ("slice" if slices else "").rstrip())
-    for r in rows:
-        say(f"{r.key:<{width}}  {r.state:<7}  {r.slice or ''}".rstrip())
+    names = [shown(r.key) for r in rows]  # a key keeps C1 and format characters as they are: escape them
+    width = max([len(name) for name in names] + [5])
+    say((f"{'shard':<{width}}  state    " + ("slice" if slices else "")).rstrip())
+    for name, r in zip(names, rows, strict=True):
+        say(f"{name:<{width}}  {r.state:<7}  {r.slice or ''}".rstrip())
     for line in slice_lines(rows, slices, spec.key) if slices else []:
         say(line)
     return 0

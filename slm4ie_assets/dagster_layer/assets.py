@@ -77,11 +77,11 @@ def publish_condition(key: str) -> AutomationCondition:
             .replace("any_deps_updated", updated))
 
 
-# Descriptions are a few short words: `dg list defs` prints the whole description in a column about
-# five characters wide at 80 columns, so each row stays two lines. The longer explanation is
-# the `about` metadata entry (the asset's page in the UI).
-DESCRIPTION = "Final text"
-SHARDS_DESCRIPTION = "File parts"
+# One sentence each, under the 100 characters `dg list defs` prints of a description (it cuts the rest
+# with "…"); the asset's page in the UI shows it under "Description". The `about` metadata entry
+# says more, with the dataset's own names.
+DESCRIPTION = "Published documents: one JSON line each, plus an annotations sidecar when the input is annotated"
+SHARDS_DESCRIPTION = "Extracted parts, one per input file or file group; the published dataset joins them in file order"
 
 
 def _about(spec: DatasetSpec) -> str:
@@ -196,7 +196,7 @@ def build_extracted_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefiniti
                 context.log.info(message)
 
         with dataset_lock(lock_path(spec), spec.key, log=context.log.info):
-            archives = unpack(spec, catalog, log=unpack_log)
+            archives = unpack(spec, catalog, log=unpack_log, workers=extract.max_workers)
         workers = effective_workers(extract.max_workers, catalog.max_workers)
         plan = plan_dataset(spec, force=extract.force, workers=workers, group_threshold=catalog.shard_group_threshold,
                             progress_seconds=extract.progress_seconds, archive_drops=archives.drops,

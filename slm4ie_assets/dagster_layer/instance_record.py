@@ -7,9 +7,23 @@ metadata and Dagster version tags the assets' own runs give them (dagster_layer/
 dagster_layer/lineage.py), reported without a run (`report_runless_asset_event`). Shard partitions that do not
 exist yet are added first: a partition the sensor never registered cannot carry an event.
 Only cli/record.py imports this module, and only when an instance is configured (README).
+
+The instance is $DAGSTER_HOME's, its storage where `dagster` commands run from $DAGSTER_HOME keep
+it: a relative path in its dagster.yaml (the project root's says `base_dir: .dagster/storage`) is
+taken from $DAGSTER_HOME, not from the folder the CLI was started in. Dagster itself reads such a
+path from the working folder, so `slm4ie extract` started elsewhere made a new, empty instance there
+while it said it recorded into $DAGSTER_HOME. The message names the storage written (`stored_in`).
 """
 
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
 from dagster import AssetMaterialization, DagsterInstance, MetadataValue
+from dagster._core.instance.ref import InstanceRef
+from dagster_shared.yaml_utils import load_yaml_from_globs
 
 from ..catalog import DatasetSpec
 from ..pipeline import DatasetPlan, RunReport
@@ -53,6 +67,34 @@ def record_publish(instance: DagsterInstance, plan: DatasetPlan, report: RunRepo
               USER_PROVIDED_TAG: "true"}))
 
 
-def open_instance() -> DagsterInstance:
-    """The instance of $DAGSTER_HOME, as every `dagster` command opens it (use as a context manager)."""
-    return DagsterInstance.get()
+# The instance settings whose `base_dir` values are paths (storage, logs, artifacts; any nesting).
+PATH_SECTIONS = ("storage", "run_storage", "event_log_storage", "schedule_storage", "local_artifact_storage",
+                 "compute_logs")
+
+
+def open_instance(home: Path) -> DagsterInstance:
+    """The instance of `home` ($DAGSTER_HOME), its relative paths taken from `home` (use as a context
+    manager)."""
+    settings = load_yaml_from_globs(str(home / "dagster.yaml")) or {}
+    overrides = {name: _anchored(settings[name], home) for name in PATH_SECTIONS if name in settings}
+    return DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
+
+
+def _anchored(value: Any, home: Path) -> Any:
+    """`value` with every relative `base_dir` string made absolute under `home`."""
+    if isinstance(value, Mapping):
+        return {key: (str(home / item) if key == "base_dir" and isinstance(item, str) and not os.path.isabs(item)
+                      else _anchored(item, home)) for key, item in value.items()}
+    return value
+
+
+def stored_in(instance: DagsterInstance) -> str:
+    """Where `instance` keeps its runs and events, in words: the folder of a file-based storage (as
+    an absolute path), else the storage's class (a database)."""
+    ref = instance.get_ref()
+    data = ref.storage_data or ref.event_storage_data
+    config = (yaml.safe_load(data.config_yaml) or {}) if data is not None else {}
+    base_dir = config.get("base_dir") if isinstance(config, dict) else None
+    if isinstance(base_dir, str):
+        return os.path.abspath(base_dir)
+    return data.class_name if data is not None else "an unknown storage"

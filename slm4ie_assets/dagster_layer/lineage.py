@@ -52,10 +52,10 @@ def build_raw_asset(spec: DatasetSpec, catalog: Catalog) -> AssetsDefinition:
     asset_spec = AssetSpec(
         key=raw_key(spec.key),
         group_name=RAW_GROUP,
-        # a few short words (`dg list defs` at 80 columns); the folder and the longer text are in the
+        # one sentence under the 100 characters `dg list defs` prints; the folder and the longer text are in the
         # metadata. raw_<key>_sensor observes it whenever the files change (data version: a digest of
         # shard keys and stat fingerprints, dagster_layer/dagster_versions.py); extracted/<key> then shows as stale
-        description="Input files",
+        description="The input files in the dataset's raw folder, as its raw sensor last observed them",
         owners=list(spec.owners),
         kinds={"folder"},
         tags={"slm4ie/extractor": spec.extractor, "slm4ie/domain": spec.domain},

@@ -16,8 +16,16 @@ run's worker is still known: Dagster logs "Started process for run (pid: N)" and
 it was launched through; with a local code server the launching host (tagged by run_launcher.py)
 is the worker's host, and a pid whose process started after that event is a reused one.
 
-Only this host's runs are judged (another host's pids mean nothing here), and only tags recorded
-by the run itself (a re-execution copies its parent's tags; those name another run's process).
+Only runs of this host and of this process's pid namespace are judged, and only by tags the run
+recorded itself (a re-execution copies its parent's tags; those name another run's process). A pid
+means something only inside its pid namespace: a container sharing the host's name (`docker
+--network host`, Kubernetes `hostNetwork`, a compose `hostname:`) has pids of its own, and its pid 1
+seen from outside is another process or none. So the namespace (boot id and the namespace's inode)
+is recorded beside the pid, and a run of another namespace is left to whoever shares it (its own
+next step, sensor or daemon), to Dagster's run monitoring, or to Terminate. A worker known only
+from the launch event lives in the code server's namespace: the launcher's, tagged by
+run_launcher.py, when the code server is local; unknown when it is addressed by a host name.
+Runs recorded before namespaces were (no namespace tag) are judged as they were then.
 Where the launcher is not ours (an instance without the shipped settings), the next extraction
 step and `slm4ie_stale_run_sensor` mark such runs failed instead (`reap_dead_runs`).
 """
@@ -45,7 +53,10 @@ HOST_TAG = f"{HIDDEN}slm4ie/host"
 PID_TAG = f"{HIDDEN}slm4ie/pid"
 START_TAG = f"{HIDDEN}slm4ie/process_start"  # "<boot id>/<start time in clock ticks since boot>" (Linux)
 RUN_TAG = f"{HIDDEN}slm4ie/process_run"  # the run the three above were recorded by
+NAMESPACE_TAG = f"{HIDDEN}slm4ie/pid_namespace"  # "<boot id>/<inode>" of the pid's namespace
 LAUNCHED_FROM_TAG = f"{HIDDEN}slm4ie/launched_from"  # host of the process that launched it (run_launcher.py)
+LAUNCHED_NAMESPACE_TAG = f"{HIDDEN}slm4ie/launched_namespace"  # its pid namespace (run_launcher.py)
+UNKNOWN_NAMESPACE = "unknown"  # a namespace no process can be judged in (never equal to a judge's)
 GRPC_INFO_TAG = ".dagster/grpc_info"  # Dagster's: the code server address a run was launched through
 WORKER_STARTED = "Started process for run"  # Dagster's engine event from a launched run worker
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -82,9 +93,37 @@ def process_start(pid: int) -> str:
     return f"{_boot_id()}/{stat[1]}" if stat else ""
 
 
+def pid_namespace() -> str:
+    """This process's pid namespace as "<boot id>/<inode>", the scope in which its pids mean
+    something; "" without /proc (no namespaces to tell apart); `UNKNOWN_NAMESPACE` when /proc is
+    another namespace's (its numbers are not this process's pids) or cannot be read."""
+    if not os.path.isdir("/proc/self"):
+        return ""
+    try:
+        link = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+        own_proc = os.readlink("/proc/self") == str(os.getpid())
+    except OSError:
+        return UNKNOWN_NAMESPACE
+    inode = link.partition("[")[2].rstrip("]")
+    if not own_proc or not inode.isdigit():
+        return UNKNOWN_NAMESPACE
+    return f"{_boot_id()}/{inode}"
+
+
+def judged_here(namespace: str | None) -> bool:
+    """Whether a pid recorded in `namespace` can be judged by this process: the same namespace, or
+    none recorded (tags written before namespaces were: judged as then). Never from a /proc that
+    is not this namespace's."""
+    here = pid_namespace()
+    if here == UNKNOWN_NAMESPACE:
+        return False
+    return namespace is None or namespace == here
+
+
 def process_tags(run_id: str) -> dict[str, str]:
     pid = os.getpid()
-    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), START_TAG: process_start(pid), RUN_TAG: run_id}
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), START_TAG: process_start(pid),
+            NAMESPACE_TAG: pid_namespace(), RUN_TAG: run_id}
 
 
 def process_is_alive(pid: int, start: str, started_before: float | None = None) -> bool:
@@ -125,6 +164,7 @@ class RunProcess:
     pid: int
     start: str = ""  # boot id and start ticks, when the process recorded itself
     started_before: float | None = None  # when only the launch event names it: its time
+    namespace: str | None = None  # its pid namespace (pid_namespace); None: recorded before namespaces were
 
 
 def launched_worker(instance: DagsterInstance, run_id: str) -> tuple[int, float] | None:
@@ -143,9 +183,11 @@ def launched_worker(instance: DagsterInstance, run_id: str) -> tuple[int, float]
     return None
 
 
-def worker_host(tags: dict[str, str]) -> str | None:
-    """The host a launched run's worker runs on: the code server's, and for a local code server the
-    launching host's (tagged by run_launcher.py); None when unknown."""
+def worker_host(tags: dict[str, str]) -> tuple[str, str | None] | None:
+    """(host, pid namespace) of a launched run's worker: the code server's. For a local code server,
+    a child of the launching process: the launcher's host and namespace (tagged by run_launcher.py;
+    no namespace tag: launched before namespaces were recorded). A code server named by a host name
+    may be another namespace under that name: `UNKNOWN_NAMESPACE`. None when the host is unknown."""
     try:
         grpc = json.loads(tags.get(GRPC_INFO_TAG, ""))
     except ValueError:
@@ -154,8 +196,9 @@ def worker_host(tags: dict[str, str]) -> str | None:
     if not host:
         return None
     if host in LOCAL_HOSTS or grpc.get("socket"):
-        return tags.get(LAUNCHED_FROM_TAG)
-    return str(host)
+        launched_from = tags.get(LAUNCHED_FROM_TAG)
+        return (launched_from, tags.get(LAUNCHED_NAMESPACE_TAG)) if launched_from else None
+    return str(host), UNKNOWN_NAMESPACE
 
 
 def run_process(instance: DagsterInstance, run: DagsterRun) -> RunProcess | None:
@@ -165,19 +208,19 @@ def run_process(instance: DagsterInstance, run: DagsterRun) -> RunProcess | None
     if tags.get(RUN_TAG) == run.run_id:  # not copied from the run this one re-executes
         pid = tags.get(PID_TAG, "")
         if pid.isdigit() and int(pid) > 0 and tags.get(HOST_TAG):
-            return RunProcess(tags[HOST_TAG], int(pid), tags.get(START_TAG, ""))
-    host = worker_host(dict(run.tags))
-    worker = launched_worker(instance, run.run_id) if host else None
-    if host is None or worker is None:
+            return RunProcess(tags[HOST_TAG], int(pid), tags.get(START_TAG, ""), namespace=tags.get(NAMESPACE_TAG))
+    where = worker_host(dict(run.tags))
+    worker = launched_worker(instance, run.run_id) if where else None
+    if where is None or worker is None:
         return None
-    return RunProcess(host, worker[0], started_before=worker[1])
+    return RunProcess(where[0], worker[0], started_before=worker[1], namespace=where[1])
 
 
 def lost_process(instance: DagsterInstance, run: DagsterRun) -> RunProcess | None:
-    """`run`'s process when it is known, of this host, and gone; None otherwise (alive, another
-    host's, or not known yet)."""
+    """`run`'s process when it is known, of this host and pid namespace, and gone; None otherwise
+    (alive, another host's or namespace's, or not known yet)."""
     process = run_process(instance, run)
-    if process is None or process.host != socket.gethostname():
+    if process is None or process.host != socket.gethostname() or not judged_here(process.namespace):
         return None
     if process_is_alive(process.pid, process.start, process.started_before):
         return None

@@ -13,92 +13,113 @@ no column uses a dictionary or extension type. Anything else (an indices mapping
 state key, a missing or odd file) returns None and the caller falls back to `datasets` itself,
 which also produces the canonical error for broken folders.
 
-An Arrow file truncated in place while it is mapped would kill the process with SIGBUS as soon as
-a missing page is touched, with no message. So before each batch of rows is touched, the files it
-may live in are checked against their mapped sizes (`HfSplit.check_intact`), and one that shrank
-is that config's `read_failed`, naming the file (issue 34). A truncation in the few milliseconds
-between the check and the batch's copy can still raise SIGBUS: a pool worker's death then names
-its shard (worker_pool.WorkerDied).
+The fast path reads each Arrow file at offsets, never memory-mapped (`arrow_stream.StreamFile`):
+a file truncated in place while it is read is then a short read, that config's `read_failed`
+naming the file, on every worker count; mapped, the first touch of a missing page killed the
+process with SIGBUS, and with one worker that was the run (issue 39). Only the batches a window of
+rows needs are in memory. `datasets` maps its files itself: on that path the files' sizes are
+checked before each batch is touched (`TableSplit`), which leaves the instant between the check and
+the copy, where a pool worker's death names its shard (worker_pool.WorkerDied).
 
 A config over `split_bytes` is cut into ranges of rows (docs/splitting.md): `plan_row_cuts` places
-the cuts from the record batches' row counts and buffer sizes, which the memory-mapped stream gives
-without reading a row.
+the cuts from the record batches' row counts and buffer sizes, which the stream's message headers
+give without reading a row.
 """
 
 import bisect
 import itertools
 import json
-import mmap
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from .arrow_stream import ArrowFileShrank, StoredBatch, StreamFile
 
-class ArrowFileShrank(OSError):
-    """An Arrow file is shorter than when it was mapped (truncated or rewritten in place)."""
-
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _STATE_KEYS = {"_data_files", "_fingerprint", "_format_columns", "_format_kwargs", "_format_type",
                "_output_all_columns", "_split"}
 
 
 class HfSplit:
-    """One hf split (a `Dataset` of a config) as the extractor reads it: schema, row count and row
-    batches. `maps` are the memory maps its table lives in (the fast path's, one per Arrow file in
-    row order, holding `rows_per_map` rows each), whose pages are let go after each batch."""
+    """One hf split (a `Dataset` of a config) as the extractor reads it: its schema, row count and
+    windows of rows."""
 
-    def __init__(self, table, maps: tuple[mmap.mmap, ...] = (), rows_per_map: tuple[int, ...] = (),
-                 names: tuple[str, ...] = (), files: tuple[tuple[str, int], ...] = ()):
+    schema: "pa.Schema"
+    num_rows: int
+
+    def batches(self, size: int, start: int = 0, stop: int | None = None) -> Iterator:
+        """Rows [start, stop) as tables on the grid of `size` rows counted from row 0, so a range of
+        rows (docs/splitting.md) reads the unsplit pass's batches, cut at its edges."""
+        stop = self.num_rows if stop is None else min(stop, self.num_rows)
+        while start < stop:
+            end = min(stop, (start // size + 1) * size)
+            yield self._rows(start, end)
+            start = end
+
+    def _rows(self, start: int, end: int):
+        raise NotImplementedError  # pragma: no cover - abstract
+
+
+class StreamSplit(HfSplit):
+    """The fast path's hf split: its Arrow files in row order, read at offsets (arrow_stream)."""
+
+    def __init__(self, files: list[StreamFile]):
+        self.files = tuple(files)
+        self.schema = files[0].schema
+        self._stored: list[tuple[StreamFile, StoredBatch]] = [(f, b) for f in files for b in f.batches]
+        self._first_rows = list(itertools.accumulate((b.rows for _, b in self._stored), initial=0))
+        self.num_rows = self._first_rows[-1]
+        self._held: tuple[int, pa.RecordBatch] | None = None  # the stored batch read last: a window may end in it
+
+    def _rows(self, start: int, end: int):
+        import pyarrow as pa
+
+        pieces = []
+        while start < end:
+            i = bisect.bisect_right(self._first_rows, start) - 1  # the stored batch holding row `start`
+            first, rows = self._first_rows[i], self._stored[i][1].rows
+            n = min(end, first + rows) - start
+            pieces.append(self._read(i).slice(start - first, n))
+            start += n
+        return pa.Table.from_batches(pieces, schema=self.schema)
+
+    def _read(self, i: int) -> "pa.RecordBatch":
+        if self._held is None or self._held[0] != i:
+            self._held = None  # let the last one go before the next is read
+            file, batch = self._stored[i]
+            self._held = (i, file.read(batch))
+        return self._held[1]
+
+    def batch_sizes(self) -> list[tuple[int, int]]:
+        """(rows, bytes of its buffers) of each stored record batch, from the message headers alone."""
+        return [(b.rows, b.nbytes) for _, b in self._stored]
+
+
+class TableSplit(HfSplit):
+    """An hf split `datasets` loaded (its table, memory-mapped by `datasets`), with the (path, size)
+    of the files it mapped, checked before each window of rows is touched: a file shorter than it
+    was is `ArrowFileShrank`, naming it, not SIGBUS (but for the instant between check and copy)."""
+
+    def __init__(self, table, files: tuple[tuple[str, int], ...] = ()):
         self.table = table
         self.schema = table.schema
         self.num_rows = table.num_rows
-        self._maps = maps
-        self._names = names  # of the mapped files, for the message
-        self._files = files  # (path, size) of the files `datasets` mapped itself (its fallback path)
-        self._first_rows = list(itertools.accumulate(rows_per_map, initial=0))[:-1]
+        self._files = files
 
-    def check_intact(self) -> None:
-        """Raise ArrowFileShrank naming the first Arrow file now shorter than when it was mapped:
-        touching its missing pages would raise SIGBUS. A file replaced by a rename keeps its mapped
-        bytes, so only the mapped file itself counts (fstat through the map)."""
-        for m, name in zip(self._maps, self._names, strict=True):
-            _check_size(name, len(m), m.size())
+    def _rows(self, start: int, end: int):
         for path, size in self._files:
             try:
                 now = os.stat(path).st_size
             except OSError:
                 continue  # removed: the mapping keeps its bytes
-            _check_size(os.path.basename(path), size, now)
-
-    def batches(self, size: int, start: int = 0, stop: int | None = None):
-        """Rows [start, stop) as zero-copy slices on the grid of `size` rows counted from row 0, so
-        a range of rows (docs/splitting.md) reads the unsplit pass's batches, cut at its edges.
-        Once a batch is done its pages leave this process (they stay in the page cache): mapped
-        pages count in RSS, which would otherwise grow to the size of the config."""
-        stop = self.num_rows if stop is None else min(stop, self.num_rows)
-        while start < stop:
-            end = min(stop, (start // size + 1) * size)
-            self.check_intact()
-            yield self.table.slice(start, end - start)
-            self._release(start, end)
-            start = end
-
-    def _release(self, start: int, end: int) -> None:
-        """Let go of the pages of the Arrow files holding rows [start, end)."""
-        i = max(0, bisect.bisect_right(self._first_rows, start) - 1)
-        while i < len(self._maps) and self._first_rows[i] < end:
-            self._maps[i].madvise(mmap.MADV_DONTNEED)
-            i += 1
-
-    def batch_sizes(self) -> list[tuple[int, int]]:
-        """(rows, bytes of its buffers) of each stored record batch, from the batch headers alone:
-        the buffers are memory-mapped and never touched."""
-        return [(b.num_rows, b.get_total_buffer_size()) for b in self.table.to_batches()]
-
-
-def _check_size(name: str, mapped: int, now: int) -> None:
-    if now < mapped:
-        raise ArrowFileShrank(f"{name} shrank from {mapped:,} to {now:,} bytes while it was read (truncated or "
-                              "rewritten in place); its rows are not read, which would end the process with SIGBUS")
+            if now < size:
+                raise ArrowFileShrank(f"{os.path.basename(path)} shrank from {size:,} to {now:,} bytes while it was "
+                                      "read (truncated or rewritten in place); its rows are not read, which would "
+                                      "end the process with SIGBUS")
+        return self.table.slice(start, end - start)
 
 
 def plan_row_cuts(sizes: list[tuple[int, int]], size: int, split_bytes: int) -> tuple[int, ...]:
@@ -148,7 +169,7 @@ def _plain_type(t) -> bool:
     return not pt.is_union(t)
 
 
-def load_hf_split(folder: Path) -> HfSplit | None:
+def load_hf_split(folder: Path) -> StreamSplit | None:
     """A `Dataset` folder as an HfSplit, or None when only `datasets` can load it exactly."""
     state = _read_json(folder / "state.json")
     info = _read_json(folder / "dataset_info.json")
@@ -163,33 +184,28 @@ def load_hf_split(folder: Path) -> HfSplit | None:
         if not (isinstance(name, str) and name and os.sep not in name and name not in (".", "..")):
             return None
         names.append(name)
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
-
-    try:
-        maps = tuple(_map(folder / n) for n in names)
-        tables = [ipc.open_stream(pa.BufferReader(pa.py_buffer(m))).read_all() for m in maps]  # zero-copy
-        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-    except (pa.ArrowException, OSError, ValueError):  # an empty file cannot be mapped: ValueError
-        return None
-    stored = (table.schema.metadata or {}).get(b"huggingface")
+    streams: list[StreamFile] = []
+    for name in names:
+        try:
+            stream = StreamFile.open(folder / name)
+        except OSError:
+            return None
+        if stream is None or (streams and not stream.schema.equals(streams[0].schema, check_metadata=False)):
+            return None  # what pyarrow would not read, or not concatenate: `datasets` says why
+        streams.append(stream)
+    stored = (streams[0].schema.metadata or {}).get(b"huggingface")
     try:
         stored_features = json.loads(stored)["info"]["features"] if stored else None
     except (ValueError, KeyError, TypeError):
         return None
     if stored_features is None or stored_features != info.get("features"):
         return None
-    if not all(_plain_type(f.type) for f in table.schema):
+    if not all(_plain_type(f.type) for f in streams[0].schema):
         return None
-    return HfSplit(table, maps, tuple(t.num_rows for t in tables), tuple(names))
+    return StreamSplit(streams)
 
 
-def _map(path: Path) -> mmap.mmap:
-    with open(path, "rb") as fh:
-        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def load_folder(folder: Path) -> list[tuple[str | None, HfSplit]] | None:
+def load_folder(folder: Path) -> list[tuple[str | None, StreamSplit]] | None:
     """[(split name or None, hf split)] in `load_from_disk` order, or None to fall back to `datasets`."""
     if (folder / "dataset_info.json").is_file() and (folder / "state.json").is_file():
         hf_split = load_hf_split(folder)
@@ -199,7 +215,7 @@ def load_folder(folder: Path) -> list[tuple[str | None, HfSplit]] | None:
         return None
     if len(set(map(str, manifest["splits"]))) != len(manifest["splits"]):
         return None  # a repeated split name: `datasets` keeps the last one at the first's place
-    out: list[tuple[str | None, HfSplit]] = []
+    out: list[tuple[str | None, StreamSplit]] = []
     for name in manifest["splits"]:
         if not isinstance(name, str) or not name or os.sep in name or name in (".", ".."):
             return None

@@ -3,7 +3,7 @@
 ADDENDUM 4.5 with D4 (a blank key falls through), D7 (text must be a non-blank string), D18 (one
 config directory is one shard) and D20/S11 (`arrow_values`: dates and times become ISO-8601 strings at any depth;
 a row holding bytes, Decimal or timedelta is skipped with a warning). Rows are read batch by batch
-from the memory-mapped Arrow data, never materialised as a whole.
+(arrow_dir), never materialised as a whole.
 
 A config over `split_bytes` becomes ranges of rows (`RowSplitter`, docs/splitting.md).
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from ..schema import Document
 from ..utils.fswalk import is_copy_tool_name
 from ..utils.type_names import a_type_name
-from .arrow_dir import HfSplit, load_folder, plan_row_cuts
+from .arrow_dir import HfSplit, TableSplit, load_folder, plan_row_cuts
 from .arrow_values import UnsupportedValue, converter, never_skipped
 from .base import Extractor, Fingerprint
 from .discovery import (
@@ -89,7 +89,7 @@ class RowSplitter(Splitter):
                 "(ADDENDUM 4.5) as one sequence")
 
     def plan(self, file: InputFile, size: int, split_bytes: int) -> tuple[int, ...]:
-        """Row cuts from the memory-mapped batch headers (no row is read); a config only `datasets`
+        """Row cuts from the Arrow files' batch headers (no row is read); a config only `datasets`
         can load, or unreadable now, stays one shard (its extraction reports it, D6)."""
         import pyarrow as pa
 
@@ -298,31 +298,31 @@ def _clean_rows(hf_split: HfSplit, lo: int, hi: int | None, owns_start: bool) ->
     hi = hf_split.num_rows if hi is None else hi
     if hi <= lo:
         return 0
-    hf_split.check_intact()  # the range's texts are touched at once below
-    texts = hf_split.table.column(TEXT_COLUMN).slice(lo, hi - lo)
-    if not (pt.is_string(texts.type) or pt.is_large_string(texts.type)) or texts.null_count:
-        return None
-    # a text whose first character is not whitespace is not blank; only the others are looked at
-    firsts = pc.utf8_slice_codeunits(texts, 0, 1).to_pylist()
-    for i, first in enumerate(firsts):
-        if not first or first.isspace():
-            text = texts[i].as_py()
-            if not text or text.isspace():
-                return None
+    for batch in hf_split.batches(BATCH_ROWS, lo, hi):
+        texts = batch.column(TEXT_COLUMN)
+        if not (pt.is_string(texts.type) or pt.is_large_string(texts.type)) or texts.null_count:
+            return None
+        # a text whose first character is not whitespace is not blank; only the others are looked at
+        firsts = pc.utf8_slice_codeunits(texts, 0, 1).to_pylist()
+        for i, first in enumerate(firsts):
+            if not first or first.isspace():
+                text = texts[i].as_py()
+                if not text or text.isspace():
+                    return None
     return hi - lo
 
 
 def _as_hf_split(dataset) -> HfSplit:
     """A loaded `datasets.Dataset` as the HfSplit the row reader takes: its table after
     `load_from_disk`'s own casts (`save_to_disk` flattens any indices mapping before writing), with
-    the sizes of the files it mapped, checked before each batch is touched (`HfSplit.check_intact`)."""
+    the sizes of the files it mapped, checked before each batch is touched (`TableSplit`)."""
     files = []
     for entry in dataset.cache_files:
         try:
             files.append((entry["filename"], os.stat(entry["filename"]).st_size))
         except (OSError, KeyError, TypeError):
             continue
-    return HfSplit(dataset.data.table, files=tuple(files))
+    return TableSplit(dataset.data.table, tuple(files))
 
 
 def _drop_text(text, row_index: int, where: str, file: InputFile, ctx: ExtractContext) -> None:

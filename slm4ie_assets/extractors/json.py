@@ -6,6 +6,7 @@ largest record rather than the file (docs/memory.md); a file the stream cannot v
 another top level, values the reference decodes differently) is parsed whole, as before, so the
 documents, drops and warnings are the same either way."""
 
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,19 @@ from .base import Extractor
 from .extract_context import ExtractContext
 from .input_file import InputFile
 from .json_stream import stream_records
-from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, loads, parse_field_mapping, probe_id
+from .records import (
+    FIELD_MAPPING_KEYS,
+    MAX_JSON_DEPTH,
+    STRUCTURAL,
+    FieldMapping,
+    check_text,
+    loads,
+    parse_field_mapping,
+    probe_id,
+)
 
 _BOM = b"\xef\xbb\xbf"
+_LEADING_SPACE = re.compile(rb"[ \t\r\n]*")
 
 
 class JsonExtractor(Extractor):
@@ -56,7 +67,7 @@ def _whole_file(file: InputFile, ctx: ExtractContext) -> Iterable | None:
     if data.startswith(_BOM):
         data = data[3:]
     try:
-        top = loads(data)
+        top = loads(data, _file_depth(data))
     except UnicodeDecodeError as exc:
         ctx.drop("invalid_utf8", file, f"invalid UTF-8 ({exc.reason} at byte {exc.start}); file skipped")
         return None
@@ -70,3 +81,9 @@ def _whole_file(file: InputFile, ctx: ExtractContext) -> Iterable | None:
     ctx.drop("unsupported_top_level", file,
              f"top level is a JSON {type(top).__name__}, not an array or object; file skipped")
     return None
+
+
+def _file_depth(data: bytes) -> int:
+    """The nesting a file may have: its records' limit (D25), plus one for an array around them."""
+    first = _LEADING_SPACE.match(data).end()  # type: ignore[union-attr]  # `*` always matches
+    return MAX_JSON_DEPTH + 1 if data[first:first + 1] == b"[" else MAX_JSON_DEPTH

@@ -2,12 +2,12 @@
 bounded by the largest record instead of ~7x the file (docs/memory.md).
 
 The stream must give exactly what the whole-file reading (`records.loads`) gives, or not be used:
-a first pass reads yajl's events over the whole file (its syntax, and its deepest nesting, which the
-reference refuses beyond 1,024 levels), and looks at the raw bytes for what yajl reads differently
-from the reference decoder (a lone high surrogate escape, which yajl turns into `?`; `\\v` and `\\f`
-between tokens, which yajl takes as whitespace). Anything of that, and anything yajl refuses (NaN,
-numbers beyond 64 bits or a double, invalid UTF-8), makes the caller parse the file whole, as
-before. Only then does the second pass yield the records.
+a first pass reads yajl's events over the whole file (its syntax, and its deepest nesting: a record
+deeper than the project's limit, D25, is refused by the whole reading), and looks at the raw bytes
+for what yajl reads differently from the reference decoder (a lone high surrogate escape, which yajl
+turns into `?`; `\\v` and `\\f` between tokens, which yajl takes as whitespace). Anything of that,
+and anything yajl refuses (NaN, numbers beyond 64 bits or a double, invalid UTF-8), makes the caller
+parse the file whole, as before. Only then does the second pass yield the records.
 """
 
 import logging
@@ -17,6 +17,8 @@ from itertools import accumulate, repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from .records import MAX_JSON_DEPTH
 
 try:
     import ijson.backends.yajl2_c as _ijson
@@ -33,11 +35,12 @@ _READ = 1 << 16  # yajl's buffer: 64 KiB measured faster than 1 MiB (docs/memory
 _LONE_HIGH = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])")
 _LOOK = 10  # bytes `_LONE_HIGH` reads from a match's start
 _JSON_SPACE = b" \t\r\n"
-# orjson, the reference's decoder, refuses a file nested deeper than 1,024 levels (the top-level array
-# counts), and so does the stdlib it falls back to: the first pass sends such a file to the whole
-# reading. It reads yajl's events without path prefixes (basic_parse), which cost the square of the
-# depth: a 100,000-deep file would take gigabytes
-MAX_DEPTH = 1024
+# The whole reading refuses a record nested deeper than MAX_JSON_DEPTH (D25), whatever decodes it;
+# yajl has no such limit, so the first pass sends a file deeper than that (the top-level array
+# counted) to the whole reading, which drops it as `malformed_json`. It reads yajl's events without
+# path prefixes (basic_parse), which cost the square of the depth: a 100,000-deep file would take
+# gigabytes
+MAX_DEPTH = MAX_JSON_DEPTH + 1
 _NESTING = {"start_map": 1, "start_array": 1, "end_map": -1, "end_array": -1}
 
 

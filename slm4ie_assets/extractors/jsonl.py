@@ -12,7 +12,15 @@ from .extract_context import ExtractContext
 from .input_file import InputFile
 from .json_objects import json_objects
 from .line_splitter import LineSplitter
-from .records import FIELD_MAPPING_KEYS, STRUCTURAL, FieldMapping, check_text, parse_field_mapping, probe_id
+from .records import (
+    FIELD_MAPPING_KEYS,
+    STRUCTURAL,
+    FieldMapping,
+    check_text,
+    nested_repr,
+    parse_field_mapping,
+    probe_id,
+)
 
 _item = dict.__getitem__  # raises TypeError for a token that is not an object
 _get = dict.get
@@ -84,7 +92,8 @@ def _check_types(ann: Annotations) -> None:
         if not set(map(type, column)) <= allowed:
             i, value = next((i, v) for i, v in enumerate(column) if type(v) not in allowed)
             wanted = "a string" if allowed is _STR else "a string or null"
-            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            shown = nested_repr(value) if isinstance(value, (list, dict)) else repr(value)
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
             raise BadAnnotations(f"token {i + 1}'s {name!r} is {a_type_name(value)} ({shown}), not {wanted}")
 
 

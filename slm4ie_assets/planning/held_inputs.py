@@ -5,8 +5,8 @@ raw/<key>/ again themselves: the republish of extracted/<key> that the automatio
 after shard runs, and the extraction of a dataset never published (or of many shards at once). A
 file that began arriving after the sensor's tick would be extracted cut off and published. Such a
 run leaves out every shard with a file still arriving by the sensor's rule, seen from one look: a
-copy tool's temporary name or working folder, or an mtime younger than `settle_seconds`, or than
-`watch_interval` if that is shorter. The sensor approves a file only once its mtime is
+file, or a copy tool's temporary name or working folder, with an mtime younger than `settle_seconds`,
+or than `watch_interval` if that is shorter. The sensor approves a file only once its mtime is
 `settle_seconds` old or its size and mtime held still between two ticks at least `watch_interval`
 apart, so a file it planned is never held back here. An mtime in the future is not held (the sensor
 settles it by its two looks; it is warned about there).

@@ -6,7 +6,9 @@ says so, and so does a new page nobody listed."""
 import re
 from collections import defaultdict
 
-from test_docs_rules import DOCS, defined_in, notes_defined_in
+import pytest
+
+from support.docs_pages import DOCS, defined_in, notes_defined_in
 
 INDEX = DOCS / "README.md"
 _ROW = re.compile(r"^\|\s*\[([^\]]+)\]\(([^)#]+)\)\s*\|(.+)\|\s*$")
@@ -23,6 +25,7 @@ def index_rows(text: str) -> dict[str, str]:
         match = _ROW.match(line)
         if match:
             assert match.group(1) == match.group(2), f"row text and link differ: {line}"
+            assert match.group(2) not in rows, f"two rows for {match.group(2)}: one page, one row"
             rows[match.group(2)] = match.group(3)
     return rows
 
@@ -95,3 +98,5 @@ def test_the_counts_come_from_the_headings():
     assert mismatches("x.md", "# nothing numbered\n", "`Q1`-`Q20`") == [
         "x.md: the index states `Q` items the page does not have"]
     assert index_rows("| [a.md](a.md) | holds `D1`-`D3` |\n| page | x |\n") == {"a.md": " holds `D1`-`D3` "}
+    with pytest.raises(AssertionError, match="two rows for a.md"):
+        index_rows("| [a.md](a.md) | one |\n| [a.md](a.md) | the same page again |\n")

@@ -7,16 +7,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from support.docs_pages import DOCS, defined_in, notes_defined_in
+from support.paths import REPO
 
-def _repo_root() -> Path:
-    for folder in Path(__file__).resolve().parents:
-        if (folder / "pyproject.toml").is_file() and (folder / "slm4ie_assets").is_dir():
-            return folder
-    raise RuntimeError("repository root not found above " + __file__)
-
-
-REPO = _repo_root()
-DOCS = REPO / "docs"
 THIS_FILE = Path(__file__).resolve()
 
 # Citations in prose: D6, S14, Q10a (-> Q10), ranges such as S6-S9, and ADDENDUM 3.1, 3.2, 5 / 6.1.
@@ -28,11 +21,8 @@ _ADDENDUM = re.compile(rf"\bADDENDUM\s+({_SECTION}(?:\s*(?:,|/|\band\b)\s*{_SECT
 _TEST_NAME = re.compile(r"\bdef\s+(test_\w+)")
 _NAME_RULE = re.compile(r"(?:^|_)([dsq])([0-9]+)[a-d]?(?=_|$)")
 _NAME_ADDENDUM = re.compile(r"addendum((?:_[0-9]+)+)")
-
-# Definitions: a heading that starts with the identifier, or a bold anchor opening a (list) line.
-_IDENT = r"(?:[DSQ][0-9]+|ADDENDUM [0-9]+(?:\.[0-9]+)*)"
-_HEADING = re.compile(rf"^#{{1,6}}\s+({_IDENT})(?![0-9.]*[0-9])")
-_ANCHOR = re.compile(rf"^\s*(?:[-*]\s+)?\*\*({_IDENT})\.?\*\*")
+# Definitions (support/docs_pages.py): a heading that starts with the identifier, or a bold anchor
+# opening a (list) line.
 
 
 def cited_in(text: str) -> set[str]:
@@ -46,16 +36,6 @@ def cited_in(text: str) -> set[str]:
         found.update(f"{letter.upper()}{number}" for letter, number in _NAME_RULE.findall(name))
         found.update("ADDENDUM " + parts[1:].replace("_", ".") for parts in _NAME_ADDENDUM.findall(name))
     return found
-
-
-def defined_in(markdown: str) -> list[str]:
-    """The identifiers a docs page defines, in order (repeats kept, to detect them)."""
-    out = []
-    for line in markdown.splitlines():
-        match = _HEADING.match(line) or _ANCHOR.match(line)
-        if match:
-            out.append(match.group(1))
-    return out
 
 
 def source_files() -> list[Path]:
@@ -130,7 +110,7 @@ def test_citation_forms():
 
 def test_the_decisions_and_addendum_sections_are_each_defined_once_where_expected():
     defined = definitions()
-    decisions = {f"D{n}" for n in range(1, 25)} | {f"S{n}" for n in range(1, 15)}
+    decisions = {f"D{n}" for n in range(1, 26)} | {f"S{n}" for n in range(1, 15)}
     subsections = {1: 0, 2: 4, 3: 3, 4: 6, 5: 4, 6: 7, 7: 0, 8: 7, 9: 0}
     sections = {f"ADDENDUM {top}" for top in subsections}
     sections |= {f"ADDENDUM {top}.{sub}" for top, count in subsections.items() for sub in range(1, count + 1)}
@@ -170,17 +150,11 @@ def test_links_between_the_docs_pages_resolve():
 NOTES_PAGE = DOCS / "dagster-notes.md"
 _NOTE_NUMBER = r"§?[0-9]+"
 _NOTES = re.compile(rf"\bDAGSTER_NOTES\s+({_NOTE_NUMBER}(?:\s*(?:,|/|\band\b)\s*{_NOTE_NUMBER}\b)*)")
-_NOTES_HEADING = re.compile(r"^#{1,6}\s+(DAGSTER_NOTES [0-9]+)(?![0-9])")
 
 
 def notes_cited_in(text: str) -> set[str]:
     """The `DAGSTER_NOTES n` a source text cites."""
     return {f"DAGSTER_NOTES {int(n)}" for listed in _NOTES.findall(text) for n in re.findall(r"[0-9]+", listed)}
-
-
-def notes_defined_in(markdown: str) -> list[str]:
-    """The notes a page defines, in order (repeats kept)."""
-    return [m.group(1) for m in map(_NOTES_HEADING.match, markdown.splitlines()) if m]
 
 
 def notes_defined() -> list[str]:

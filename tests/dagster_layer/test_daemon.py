@@ -1,13 +1,14 @@
 """End to end under the real `dagster-daemon` (docs/architecture.md "The asset graph", DAGSTER_NOTES 2 and 10): with
-the sensors on, a file dropped into raw/<key>/ is registered, extracted alone and republished by the
-automation sensor; untouched shards are not re-extracted and the output equals a fresh extraction."""
+the sensors on, a file dropped into raw/<key>/ is registered, extracted alone and published by ONE run
+of extracted/<key>, which records the shard's partition as materialized; untouched shards are not
+re-extracted and the output equals a fresh extraction."""
 
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.scheduler.instigation import InstigatorType
 
 from slm4ie_assets.dagster_layer.assets import partitions_name
@@ -100,9 +101,11 @@ def test_daemon_sensor_extracts_a_dropped_file_and_republishes(tmp_path, request
         "d0.txt", "d1.txt", "d2.txt", "d3.txt", "d2b.txt"]
     runs = [r.dagster_run for r in instance.get_run_records()][: len(instance.get_run_records()) - runs_before]
     by_selection = sorted((sorted(k.to_user_string() for k in r.asset_selection or []), r.tags.get("dagster/partition"),
-                           r.status) for r in runs)
-    assert by_selection == [(["extracted/kas"], None, DagsterRunStatus.SUCCESS),
-                            (["shards/kas"], "d2b.txt", DagsterRunStatus.SUCCESS)]
+                           r.tags.get("dagster/sensor_name"), r.status) for r in runs)
+    assert by_selection == [(["extracted/kas"], None, "raw_kas_sensor", DagsterRunStatus.SUCCESS)]  # one run
+    (shard_event,) = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(["shards", "kas"]), asset_partitions=["d2b.txt"]), limit=1).records
+    assert shard_event.run_id == runs[0].run_id  # the UI shows the partition materialized
     metas_after = part_meta_mtimes(spec)
     assert all(metas_after[k] == v for k, v in metas_before.items())  # untouched shards not re-extracted
     assert len(metas_after) == len(metas_before) + 1
@@ -161,4 +164,5 @@ def test_daemon_plans_a_file_only_once_its_writer_is_done(tmp_path, request):
     assert manifest is not None and manifest.drops == {} and manifest.docs == 1 + written
     runs = [r.dagster_run for r in instance.get_run_records()]
     assert all(r.status == DagsterRunStatus.SUCCESS for r in runs)
-    assert [r.tags.get("dagster/partition") for r in runs].count("b.jsonl") == 1  # planned once, when whole
+    # planned once, when whole: one run of the sensor's, the one that published b.jsonl
+    assert [r.tags.get("dagster/sensor_name") for r in runs].count("raw_kas_sensor") == 1

@@ -134,12 +134,26 @@ def test_dg_check_defs_and_list_defs_see_the_catalog(project):
     # a bad catalog beside it (its own folder: make_catalog writes extract.yaml)
     (project / "bad").mkdir()
     bad = make_catalog(project / "bad", project / "raw", project / "out", {"kas": {"extractor": "text"}})
-    checked, listed_json, listed_table, res = run_side_by_side(
+    # and one naming two datasets whose raw folders do not exist (yet)
+    (project / "unready").mkdir()
+    unready = make_catalog(project / "unready", project / "raw", project / "out",
+                           {**DATASETS, "nov": {"extractor": "text", "domain": "d"},
+                            "web": {"extractor": "jsonl", "domain": "d"}})
+    checked, listed_json, listed_table, res, warned = run_side_by_side(
         ("dg", ["check", "defs"], cli_env(catalog, make_home(project / "home"))),
         ("dg", ["list", "defs", "--json"], cli_env(catalog, make_home(project / "home_json"))),
         ("dg", ["list", "defs"], cli_env(catalog, make_home(project / "home_table"))),
-        ("dg", ["check", "defs"], cli_env(bad, make_home(project / "home_bad"))))
-    assert "All definitions loaded successfully" in ok(checked)
+        ("dg", ["check", "defs"], cli_env(bad, make_home(project / "home_bad"))),
+        ("dg", ["check", "defs"], cli_env(unready, make_home(project / "home_unready"))))
+    assert "All definitions loaded successfully" in ok(checked) and "Warning" not in checked.stderr
+
+    # the missing raw folders: still a success, and one line each naming the dataset and the folder
+    assert "All definitions loaded successfully" in ok(warned)
+    lines = [line for line in (warned.stdout + warned.stderr).splitlines() if "raw folder" in line]
+    assert len(lines) == 2, warned.stdout + warned.stderr
+    for key, line in zip(("nov", "web"), lines, strict=True):
+        assert line.startswith(f"Warning: dataset '{key}': raw folder {project / 'raw' / key} does not exist"), line
+        assert "What to do: create it with the input files, or correct `input_dir` in extract.yaml" in line
 
     listed = json.loads(listed_json.stdout)
     keys = {a["asset_key"] for a in listed["assets"]}
@@ -183,8 +197,13 @@ def test_dg_launch_publishes_the_same_bytes_as_the_literal_dagster_command(proje
 
 
 def test_dg_launch_with_dagster_home_unset_records_the_run_in_the_root_instance(project):
-    env = cli_env(make_catalog(project, project / "raw", project / "out", DATASETS), None)
+    """Also a first `dg` call of a new user (a fresh HOME): the root dagster.yaml turns telemetry off, and dg
+    follows it (dagster_layer/quiet_start.py): no telemetry banner, no telemetry id written."""
+    (project / "user").mkdir()
+    env = cli_env(make_catalog(project, project / "raw", project / "out", DATASETS), None, HOME=str(project / "user"))
     log = ok(run("dg", ["launch", "--assets", "extracted/kas"], env))
+    assert "Telemetry" not in log and "usage statistics" not in log
+    assert not (project / "user" / ".dagster").exists()
     run_id = re.search(r"__ASSET_JOB - ([0-9a-f-]{36}) - .*RUN_SUCCESS", log).group(1)
     assert [r["doc_id"] for r in map(json.loads, (project / "out" / "kas.jsonl").read_text().splitlines())] == \
         ["a:000000", "a:000001"]
@@ -264,14 +283,20 @@ def loaded_location(port: int):
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to find leftover processes")
-def test_dg_dev_serves_the_project_and_stops_cleanly_on_ctrl_c(tmp_path):
+def test_dg_dev_serves_the_project_quietly_and_stops_cleanly_on_ctrl_c(tmp_path):
+    """README's set-up: an instance from `make home`, a new user (fresh HOME), `dg dev` in the project root.
+    It starts without a warning (not the one about the root dagster.yaml, which DAGSTER_HOME replaces:
+    dagster_layer/quiet_start.py) and without the telemetry banner."""
     marker = f"SLM4IE_DG_DEV_TEST={uuid.uuid4().hex}"
     name, value = marker.split("=")
     # empty raw folders: dg dev runs the daemon, whose raw sensors would otherwise start extraction runs
     for key in DATASETS:
         (tmp_path / "raw" / key).mkdir(parents=True)
     catalog = make_catalog(tmp_path, tmp_path / "raw", tmp_path / "out", DATASETS)
-    env = cli_env(catalog, make_home(tmp_path / "home"), **{name: value})
+    home = tmp_path / "home"
+    subprocess.run(["make", "-s", "home", f"DAGSTER_HOME={home}"], cwd=REPO, check=True, capture_output=True)
+    (tmp_path / "user").mkdir()
+    env = cli_env(catalog, home, HOME=str(tmp_path / "user"), **{name: value})
     port = free_port()
     log = tmp_path / "dg_dev.log"
     with log.open("w") as sink:
@@ -291,6 +316,10 @@ def test_dg_dev_serves_the_project_and_stops_cleanly_on_ctrl_c(tmp_path):
         assert location["__typename"] == "RepositoryLocation", location
         keys = {"/".join(n["assetKey"]["path"]) for r in location["repositories"] for n in r["assetNodes"]}
         assert {"extracted/ann", "shards/ann", "extracted/kas", "shards/kas"} <= keys
+        wait_for(lambda: "Sensor raw_kas_sensor skipped" in log.read_text(), 120, "the first sensor tick", proc, log)
+        started = log.read_text()
+        assert "WARNING" not in started and "will not be used" not in started, started[-6000:]
+        assert "Telemetry" not in started and not (tmp_path / "user" / ".dagster").exists(), started[-6000:]
 
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         stopping = time.monotonic()

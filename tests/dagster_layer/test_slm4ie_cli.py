@@ -118,6 +118,9 @@ def test_inspect_and_stats_read_the_published_version_and_write_nothing(tmp_path
     assert res.stdout.count("\n#") == 31 and "| vrstica" in res.stdout  # line breaks
     res = slm4ie(["inspect", "kas", "--skip", "3", "--n", "1"], config)
     assert body(res, config).startswith("#4  kas:")
+    res = slm4ie(["inspect", "kas", "--shard", "d1/nope.txt"], config, check=False)
+    assert res.returncode == 2 and res.stderr.splitlines() == [
+        "slm4ie inspect: no shard 'd1/nope.txt' in kas (`slm4ie status kas` lists its shard keys)"]
     res = slm4ie(["stats", "web"], config)
     docs = len(read_jsonl(serial / "out" / "web.jsonl"))
     assert re.search(rf"\n  documents +{docs}\n", res.stdout) and re.search(r"malformed_json +1\n", res.stdout)
@@ -136,8 +139,19 @@ def test_inspect_and_stats_read_the_published_version_and_write_nothing(tmp_path
     (["inspect", "nope"], "no dataset 'nope'"),
     (["inspect", "kas", "--n", "0"], "--n: wants a whole number of at least 1"),
     (["inspect", "kas", "--skip", "-3"], "--skip: wants a whole number of at least 0, not '-3'"),
-    (["inspect", "kas", "--sample", "2", "--skip", "1"], "--sample draws from every document; it takes no --skip"),
+    (["inspect", "kas", "--sample", "2", "--skip", "1"], "--sample N draws N from every document; it takes no --skip"),
+    (["inspect", "kas", "--sample", "2", "--n", "3"], "--sample N draws N from every document; it takes no --n"),
     (["inspect", "kas", "--seed", "x"], "--seed: wants a whole number, not 'x'"),
+    (["inspect", "kas", "--seed", "3"], "--seed picks the random sample; it needs --sample N"),
+    (["inspect", "kas", "--dropped", "--n", "3", "--seed", "1"], "--dropped lists the drop ledger; it takes no "
+                                                                 "--seed, --n"),
+    (["inspect", "kas", "--where", "year=2020"], "'year' is not a document field (uid, doc_id, source, domain, text "
+                                                 "or metadata.NAME); did you mean metadata.year?"),
+    (["stats", "kas", "--by", "year"], "--by: 'year' is not a document field"),
+    (["stats", "kas", "--by", "metadata"], "--by: 'metadata' needs a NAME after metadata."),
+    (["stats", "kas", "--by", "uid.x"], "--by: 'uid.x' uid has no parts"),
+    (["--config", "nope.yaml", "stats"], "slm4ie: --config nope.yaml: "),
+    (["--config", "", "stats"], "is a folder, not a catalog file"),
     (["inspect", "kas", "--grep", "(a"], "--grep: not a regular expression"),
     (["inspect", "kas", "--where", "metadata."], "--where: wants FIELD=VALUE"),
     (["stats", "--by", "metadata.year"], "--by needs a dataset key"),
@@ -156,6 +170,21 @@ def test_bad_arguments_exit_non_zero_with_one_line(tmp_path, args, says):
     assert len(res.stderr.strip().splitlines()) == 1 and says in res.stderr, res.stderr
 
 
+def test_a_catalog_file_that_is_not_there_is_a_bad_argument_wherever_it_is_named(tmp_path):
+    """--config or $SLM4IE_EXTRACT_CONFIG naming no file: exit 2 and one line naming the file and who named it,
+    never a fall-back to another catalog, and no advice to set the variable that was just set."""
+    missing = tmp_path / "nima.yaml"
+    res = slm4ie(["stats"], missing, check=False)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [f"slm4ie: $SLM4IE_EXTRACT_CONFIG={missing}: {missing} names no file "
+                                       "(an extract.yaml; see slm4ie --help)"]
+    write_config(tmp_path, DATASETS)  # a ./extract.yaml in the working folder is not read instead
+    res = slm4ie(["--config", "nima.yaml", "inspect", "kas"], tmp_path / "extract.yaml", check=False)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [f"slm4ie: --config nima.yaml: {missing} names no file "
+                                       "(an extract.yaml; see slm4ie --help)"]
+
+
 def test_expected_errors_are_one_line_with_what_to_do_and_help_works(tmp_path):
     config = write_config(tmp_path, DATASETS)  # no raw folder
     res = slm4ie(["extract", "kas"], config, check=False)
@@ -168,3 +197,28 @@ def test_expected_errors_are_one_line_with_what_to_do_and_help_works(tmp_path):
         res = slm4ie(args, config)
         assert res.stdout.startswith("usage: slm4ie")
     assert not (tmp_path / "out").exists()
+
+
+def test_extract_counts_a_refused_archive_as_the_pipeline_does_and_strict_fails_on_it(tmp_path):
+    """`slm4ie extract` hands the unpack's skips to the plan, as `extract_dataset` and the asset do:
+    a damaged archive is a `bad_archive` drop in the manifest, and a strict dataset fails on it."""
+    import json
+
+    from slm4ie_assets.catalog import load_catalog
+    from slm4ie_assets.pipeline import extract_dataset
+
+    for name, strict in (("cli", False), ("api", False), ("strict", True)):
+        root = tmp_path / name
+        write_files(root / "raw" / "t", {"a.txt": "besedilo\n", "broken.tar.gz": b"\x1f\x8b\x08\x00 not a gzip"})
+        write_config(root, {"t": {"extractor": "text", "domain": "test", **({"strict": True} if strict else {})}})
+    slm4ie(["extract", "t"], tmp_path / "cli" / "extract.yaml")
+    catalog = load_catalog(tmp_path / "api" / "extract.yaml")
+    extract_dataset(catalog.datasets["t"], catalog)
+
+    def drops(name: str) -> dict:
+        manifest = tmp_path / name / "out" / ".slm4ie" / "t" / "current" / "manifest.json"
+        return json.loads(manifest.read_text())["drops"]
+
+    assert drops("cli") == drops("api") == {"bad_archive": 1}
+    res = slm4ie(["extract", "t"], tmp_path / "strict" / "extract.yaml", check=False)
+    assert res.returncode != 0 and "strict" in res.stderr, res.stdout + res.stderr

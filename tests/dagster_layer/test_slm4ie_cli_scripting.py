@@ -1,10 +1,12 @@
 """`slm4ie` for scripts and people (issue 33): the corpus-wide `stats` table, `--json`, a reproducible
 random `inspect --sample`, `--grep` / `--where` filters, `stats --by`, which catalog is read (and the
-line naming it), and control characters shown escaped. Real subprocesses of the venv's entry point
-over one small corpus extracted once for the module."""
+line naming it), one escaping of control and format characters in every command, and the ledger's
+`metadata_missing` worded as kept (issue 40). Real subprocesses of the venv's entry point over small
+corpora extracted once for the module."""
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -80,7 +82,7 @@ def test_inspect_sample_is_a_reproducible_random_subset_in_file_order(corpus):
     draws = [sample("--seed", str(seed), n=10) for seed in range(3)]
     assert sample(n=10) == draws[0]  # no seed: seed 0, the same sample every time
     assert len({d["line"] for draw in draws for d in draw}) > 20  # drawn from the whole file, not its head
-    assert len(sample("--n", "2", n=99)) == 40  # more than there are: every document; --n does not cut it
+    assert len(sample(n=99)) == 40  # more than there are: every document
 
 
 def test_grep_and_where_filter_documents_on_text_and_metadata(corpus):
@@ -110,6 +112,16 @@ def test_stats_by_a_metadata_field_groups_documents_and_characters(corpus):
     assert [line.split()[:2] for line in text[3:]] == [["a", "40"], ["b", "20"]]  # a list counts per element
 
 
+def test_stats_by_a_field_no_document_has_says_no_and_names_the_fields_they_have(corpus):
+    res = run(["stats", "news", "--by", "metadata.yeer"], corpus, check=False)
+    assert res.returncode == 2 and res.stderr.splitlines() == [
+        "slm4ie stats: no document of news has metadata.yeer (its documents have metadata.tags, metadata.year)"]
+    res = run(["stats", "news", "--by", "year", "--json"], corpus, check=False)  # before reading anything
+    assert res.returncode == 2 and res.stdout == "" and res.stderr.splitlines() == [
+        "slm4ie stats: argument --by: 'year' is not a document field (uid, doc_id, source, domain, text or "
+        "metadata.NAME); did you mean metadata.year? (see slm4ie --help)"]
+
+
 def test_the_catalog_is_config_then_the_variable_then_the_working_folders_then_the_projects(corpus, tmp_path):
     config = corpus / "extract.yaml"
     copy = tmp_path / "copy.yaml"
@@ -136,3 +148,65 @@ def test_control_characters_from_the_corpus_and_from_file_names_are_shown_escape
     assert all(ch in doc["text"] for ch in "\x1b\x9b\u202e")  # the data is kept; only its display is escaped
     stats = run(["stats", "odd"], corpus).stdout
     assert "\x1b" not in stats and "a%0Aforged line.txt" in stats  # shard keys escape it their own way
+
+
+NAMES = {"\u202egnp.txt": "obrnjeno ime\n", "esc\x1bm.txt": "ubežni znak\n", "c1\x9b.txt": "krmilni znak C1\n",
+         "zw\u200bj.txt": "ničelna širina\n"}
+UNSAFE = "\x1b\x9b\u202e\u200b"
+
+
+@pytest.fixture(scope="module")
+def names(tmp_path_factory) -> Path:
+    """`names`: four text files whose names hold ESC, a C1 control, a right-to-left override and a
+    zero-width space; `tsv`: two CoNLL-U files, one without its row in the metadata TSV."""
+    root = tmp_path_factory.mktemp("names")
+    write_files(root / "raw" / "names", NAMES)
+    conllu = "# newdoc id = {}\n1\tBeseda\tbeseda\tNOUN\t_\t_\t0\troot\t_\t_\n\n"
+    write_files(root / "raw" / "tsv", {"meta.tsv": "id\ta\n1\tena\n", "oss-1.conllu": conllu.format("oss-1"),
+                                      "oss-2.conllu": conllu.format("oss-2")})
+    write_config(root, {"names": {"extractor": "text", "domain": "web"},
+                        "tsv": {"extractor": "conllu", "domain": "science", "metadata": {
+                            "path": "meta.tsv", "key_column": "id", "key_pattern": r"^oss-(\d+)$",
+                            "fields": {"a": "a"}}}})
+    for key in ("names", "tsv"):
+        run(["extract", key, "--workers", "1"], root)
+    return root
+
+
+def test_every_command_escapes_names_and_text_the_same_way(names):
+    outputs = {" ".join(args): run(args, names).stdout for args in (
+        ["status", "names"], ["stats", "names"], ["inspect", "names", "--n", "9"], ["stats"])}
+    for command, out in outputs.items():
+        assert not any(ch in out for ch in UNSAFE), f"slm4ie {command} printed a raw control or format character"
+    status = outputs["status names"]
+    # a shard key spells a C0 control its own way (%1B, as the UI shows it and --shard takes it); what a key
+    # keeps as it is shows as everywhere else
+    for key in ("\\u202egnp.txt", "esc%1Bm.txt", "c1\\x9b.txt", "zw\\u200bj.txt"):
+        assert re.search(rf"^{re.escape(key)} +current$", status, re.MULTILINE), (key, status)
+    assert "\\u202egnp.txt" in outputs["stats names"] and "c1\\x9b.txt" in outputs["stats names"]
+    uids = re.findall(r"^#\d+  (\S+)  \(", outputs["inspect names --n 9"], re.MULTILINE)
+    assert sorted(uids) == sorted(["names:\\u202egnp:000000", "names:esc\\x1bm:000000", "names:c1\\x9b:000000",
+                                   "names:zw\\u200bj:000000"])
+    for args in (["status", "names", "--json"], ["inspect", "names", "--json", "--n", "9"],
+                 ["stats", "names", "--json"]):
+        out = run(args, names).stdout
+        assert not any(ch in out for ch in UNSAFE), args
+        assert [json.loads(line) for line in out.splitlines()] if args[0] == "inspect" else json.loads(out)
+    shards = json.loads(run(["status", "names", "--json"], names).stdout)["shards"]
+    assert {s["key"] for s in shards} == {"\u202egnp.txt", "esc%1Bm.txt", "c1\x9b.txt", "zw\u200bj.txt"}
+    res = run(["inspect", "names", "--shard", "\u202egnp.txt"], names)  # the key itself, as a script passes it
+    assert "  | obrnjeno ime" in res.stdout
+
+
+def test_a_file_without_its_metadata_row_is_counted_as_kept_not_as_dropped(names):
+    res = run(["inspect", "tsv", "--dropped"], names)
+    lines = res.stdout.splitlines()
+    assert lines[1] == "tsv: 0 item(s) dropped; kept with a warning: metadata_missing 1"
+    assert any("oss-2.conllu" in line and "[metadata_missing]" in line for line in lines[2:]), lines
+    ledger = json.loads(run(["inspect", "tsv", "--dropped", "--json"], names).stdout)
+    assert (ledger["dropped"], ledger["drops"], ledger["kept_with_warning"]) == (0, {}, {"metadata_missing": 1})
+    summary = run(["stats", "tsv"], names).stdout
+    assert re.search(r"\n  dropped +0\n  kept with a warning +1\n    metadata_missing +1\n", summary), summary
+    row = next(r for r in json.loads(run(["stats", "--json"], names).stdout)["datasets"] if r["dataset"] == "tsv")
+    assert (row["documents"], row["dropped"], row["kept_with_warning"]) == (2, 0, 1)
+    assert "oss-2" in run(["inspect", "tsv"], names).stdout  # the document is there

@@ -1,11 +1,11 @@
-"""json extractor: extraction-formats (json), ADDENDUM 4.3, D6, D7, D8."""
+"""json extractor: extraction-formats (json), ADDENDUM 4.3, D6, D7, D8, D25."""
 
 import json
 
 import pytest
 
 from slm4ie_assets.extractors.json_stream import stream_records
-from slm4ie_assets.extractors.records import loads
+from slm4ie_assets.extractors.records import MAX_JSON_DEPTH, loads
 
 
 def test_seed_example_array_of_records(corpus):
@@ -143,13 +143,18 @@ def test_streamed_and_whole_files_give_the_same_documents_and_drops(corpus):
     assert [line["text"] for line in r.lines if line["text"].startswith("t \ufffd")] == ["t \ufffd"]
 
 
-def test_nesting_is_counted_outside_strings_and_a_file_deeper_than_the_reference_reads_is_read_whole(tmp_path):
+def test_d25_nesting_is_counted_outside_strings_and_a_file_deeper_than_the_limit_is_read_whole(tmp_path):
     path = tmp_path / "a.json"
     # brackets, an escaped backslash before a closing quote and an escaped quote, all inside strings
     path.write_text('[{"text": "' + "[{" * 2000 + '\\\\", "k": "\\"]]", "m": [[[1]]]}]')
     records = stream_records(path)
     assert records is not None and list(records) == loads(path.read_bytes())
-    path.write_text("[" * 1025 + "]" * 1025)  # deeper than orjson reads: the whole reading refuses it
-    assert stream_records(path) is None
-    path.write_text("[" * 1024 + "]" * 1024)
+    # records nested MAX_JSON_DEPTH deep, in the top-level array: streamed; one level more: read whole,
+    # which refuses it (D25)
+    deepest = "[" + "[" * (MAX_JSON_DEPTH - 1) + "]" * (MAX_JSON_DEPTH - 1) + "]"
+    path.write_text(f"[{deepest}, {deepest}]")
     assert stream_records(path) is not None
+    path.write_text(f"[{deepest}, [{deepest}]]")
+    assert stream_records(path) is None
+    with pytest.raises(ValueError, match="nested deeper than 513 levels"):
+        loads(path.read_bytes(), MAX_JSON_DEPTH + 1)

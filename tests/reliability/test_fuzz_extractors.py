@@ -457,3 +457,128 @@ def test_huggingface_generated_and_corrupted_configs():
 @pytest.mark.long
 def test_huggingface_long():
     hf_fuzz(150, LONG_SEED + 3)
+
+
+# ----------------------------------------------------------------------------- deep JSON records (D25)
+# Records nested around every limit there was (orjson writes 255 levels, reads 1,024; the stdlib's
+# limit is the recursion limit less the frames on the stack) and the project's MAX_JSON_DEPTH, holding
+# what sends a value to the stdlib (NaN, Infinity, 19+ digits, lone surrogates), under a field that
+# is only read (`x`), written (`m`), the id, the text or `paragraphs`. The same bytes, drops and
+# warnings must come out unsplit and split, on a deeper stack, and from the CLI and Dagster (issue 39).
+
+DEEP_WHITELIST = "    metadata: {metadata_fields: [doc_id, m]}\n"
+DEEP_LEAVES = ("1", "NaN", "Infinity", "-Infinity", "1234567890123456789", "-12345678901234567890123",
+               '"\\ud800"', '"a\\udc00"', '"[{\\"}"', "null", "{}", "[]")
+DEEP_EDGES = (2, 253, 254, 255, 256, 511, 512, 513, 514, 900, 990, 1000, 1024, 1025)
+DEEP_PLACES = ("x", "m", "doc_id", "text", "paragraphs")
+DEEP_RECORD = st.tuples(st.one_of(st.sampled_from(DEEP_EDGES), st.integers(1, 1100)), st.sampled_from(DEEP_LEAVES),
+                        st.sampled_from(DEEP_PLACES), st.booleans(), st.booleans())
+
+
+def deep_value(depth: int, leaf: str, objects: bool) -> str:
+    """`leaf` inside `depth` levels: arrays, or arrays and objects in turn."""
+    opens = ["[" if not objects or i % 2 else '{"k": ' for i in range(depth)]
+    return "".join(opens) + leaf + "".join("]" if o == "[" else "}" for o in reversed(opens))
+
+
+def deep_jsonl(records: list) -> bytes:
+    """One line per record (made `depth` deep by its `place` field), each followed by a record with
+    neither id nor depth, whose fallback id counts the documents before it."""
+    lines = []
+    for i, (depth, leaf, place, own_id, objects) in enumerate(records):
+        fields = {"text": f'"t{i}"', "doc_id": f'"r{i}"' if own_id else None}
+        fields[place] = deep_value(max(0, depth - 1), leaf, objects)
+        lines.append("{" + ", ".join(f'"{k}": {v}' for k, v in fields.items() if v is not None) + "}")
+        lines.append(f'{{"text": "after {i}"}}')
+    return ("\n".join(lines) + "\n").encode()
+
+
+def deep_differential(tmp_path_factory, examples: int, long_seed: int | None) -> None:
+    from support.split_outputs import assert_same, extract
+
+    @settings(max_examples=examples, derandomize=long_seed is None, **FUZZ_SETTINGS)
+    @given(records=st.lists(DEEP_RECORD, min_size=1, max_size=10), split=st.integers(300, 6000))
+    def check(records, split):
+        root = tmp_path_factory.mktemp("deep")
+        files = {"a.jsonl": deep_jsonl(records)}
+        whole = extract(root / "whole", "jsonl", files, 0, 1, DEEP_WHITELIST)
+        deeper = _on_a_deeper_stack(600, lambda: extract(root / "deeper", "jsonl", files, 0, 1, DEEP_WHITELIST))
+        assert_same(deeper, whole, "600 more frames on the stack")
+        got = extract(root / "split", "jsonl", files, split, 2, DEEP_WHITELIST)
+        assert_same(got, whole, f"split_bytes={split}, 2 workers")
+
+    if long_seed is not None:
+        print(f"\ndeep json: seed={long_seed} (replay: SLM4IE_FUZZ_SEED={long_seed})")
+        check = seed(long_seed)(check)
+    check()
+
+
+def _on_a_deeper_stack(frames: int, call):
+    return call() if frames <= 0 else _on_a_deeper_stack(frames - 1, call)
+
+
+def test_deep_json_records_give_the_same_bytes_split_unsplit_and_on_any_stack(tmp_path_factory):
+    deep_differential(tmp_path_factory, 6, None)
+
+
+@pytest.mark.long
+def test_long_deep_json_records_give_the_same_bytes_split_unsplit_and_on_any_stack(tmp_path_factory):
+    deep_differential(tmp_path_factory, 60, LONG_SEED + 4)
+
+
+def random_deep_records(rng) -> list:
+    """DEEP_RECORD's fields drawn by a seeded `random.Random` (for the runs hypothesis cannot drive)."""
+    return [(rng.choice([rng.randint(1, 1100), rng.choice(DEEP_EDGES)]), rng.choice(DEEP_LEAVES),
+             rng.choice(DEEP_PLACES), rng.random() < 0.5, rng.random() < 0.5) for _ in range(rng.randint(4, 12))]
+
+
+def cli_against_dagster(root: Path, datasets: int, rng_seed: int) -> None:
+    """`datasets` generated jsonl datasets, each published by `slm4ie extract` in one project and by
+    one `dagster asset materialize` of them all in a copy: the same bytes, drops and warnings."""
+    import random
+    import subprocess
+
+    from support.dagster_cli import dagster_env, run_dagster
+    from support.paths import VENV_BIN
+
+    keys = [f"deep{i}" for i in range(datasets)]
+    inputs = {key: deep_jsonl(random_deep_records(random.Random(rng_seed * 1000 + i))) for i, key in enumerate(keys)}
+    entry = {"extractor": "jsonl", "domain": "fuzz", "metadata": {"metadata_fields": ["doc_id", "m"]}}
+    for project in ("cli", "dagster"):
+        for key, data in inputs.items():
+            (root / project / "raw" / key).mkdir(parents=True)
+            (root / project / "raw" / key / "a.jsonl").write_bytes(data)
+        write_config(root / project, {key: entry for key in keys})
+    for key in keys:
+        done = subprocess.run([str(VENV_BIN / "slm4ie"), "extract", key, "--workers", "1"], cwd=root / "cli",
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    home = root / "home"
+    home.mkdir()
+    res = run_dagster(["asset", "materialize", "--select", ",".join(f"extracted/{k}" for k in keys)],
+                      dagster_env(root / "dagster" / "extract.yaml", home), timeout=900)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    for key in keys:
+        assert _published(root / "cli" / "out", key) == _published(root / "dagster" / "out", key), key
+
+
+def _published(out: Path, key: str) -> tuple:
+    """The text and sidecar bytes, the manifest (but its time and the inputs' stamps) and the parts'
+    warnings."""
+    meta = out / ".slm4ie" / key
+    manifest = json.loads((meta / "current" / "manifest.json").read_bytes())
+    manifest.pop("published_at")
+    manifest.pop("shards")
+    warnings = [w for p in sorted((meta / "parts").glob("*.meta.json")) for w in json.loads(p.read_bytes())["warnings"]]
+    sidecar = out / f"{key}.annotations.jsonl.gz"
+    return (out / f"{key}.jsonl").read_bytes(), sidecar.read_bytes() if sidecar.exists() else None, manifest, warnings
+
+
+@pytest.mark.slow
+def test_deep_json_records_publish_the_same_from_the_cli_and_from_dagster(tmp_path):
+    cli_against_dagster(tmp_path, 4, 39)
+
+
+@pytest.mark.long
+def test_long_deep_json_records_publish_the_same_from_the_cli_and_from_dagster(tmp_path):
+    cli_against_dagster(tmp_path, 24, LONG_SEED + 5)

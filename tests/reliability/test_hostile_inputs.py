@@ -324,8 +324,8 @@ DEEP = 100_000
 
 @pytest.mark.parametrize("extractor", ["jsonl", "coleslaw", "json"])
 def test_pathological_json_is_a_named_skip_never_a_crash(tmp_path, extractor):
-    """Nesting deeper than the decoders allow (a RecursionError in the stdlib), nesting the encoder
-    cannot write (orjson stops at 255 levels), a 5,000-digit integer (beyond Python's int-string
+    """Nesting deeper than records may have (D25: refused before any decoder runs), nesting the
+    encoder cannot write (orjson stops at 255 levels), a 5,000-digit integer (beyond Python's int-string
     limit), NaN and lone surrogates: each costs its own record (counted, the file and line named);
     the records around them are kept."""
     from slm4ie_assets.catalog import load_catalog
@@ -335,7 +335,7 @@ def test_pathological_json_is_a_named_skip_never_a_crash(tmp_path, extractor):
     records = ['{"doc_id": "before", "text": "pred"}',
                "[" * DEEP + "]" * DEEP,
                '{"doc_id": "deep_field", "text": "x", "m": ' + "[" * DEEP + "]" * DEEP + "}",
-               '{"doc_id": "too_deep_to_write", "text": "x", "m": ' + "[" * 600 + "]" * 600 + "}",
+               '{"doc_id": "too_deep_to_write", "text": "x", "m": ' + "[" * 300 + "]" * 300 + "}",
                '{"doc_id": "digits", "text": "x", "n": ' + "7" * 5000 + "}",
                '{"doc_id": "nan", "text": "x", "n": NaN}',
                '{"doc_id": "surrogate", "text": "x \\ud800 y"}',

@@ -11,7 +11,7 @@ import time
 
 from dagster import AssetSelection
 
-from slm4ie_assets.dagster_layer.assets import extracted_key, partitions_name, shards_key
+from slm4ie_assets.dagster_layer.assets import extracted_key, partitions_name
 from slm4ie_assets.dagster_layer.sensors import evaluate_raw
 from support.dagster_project import DagsterProject
 from support.files import read_jsonl
@@ -66,13 +66,10 @@ def test_a_sensor_started_run_leaves_an_arriving_file_out_and_the_next_tick_publ
 
     tick = evaluate_raw(spec, p.catalog, instance, tick.cursor)
     [request] = tick.run_requests
-    assert request.partition_key == "b.txt" and request.asset_selection == [shards_key("news")]
+    assert request.tags["slm4ie/trigger"] == "new" and request.asset_selection == [extracted_key("news")]
     instance.add_dynamic_partitions(partitions_name("news"), ["b.txt"])  # what the daemon does with the tick
-    p.materialize(instance, request.asset_selection, partition_key="b.txt",
-                  tags={**request.tags, "dagster/sensor_name": "raw_news_sensor"})
-    p.materialize(instance, AssetSelection.assets(extracted_key("news")),
-                  tags={"dagster/sensor_name": "slm4ie_republish_sensor", "dagster/auto_materialize": "true"})
-    assert texts(p) == ["Prvi dokument.", WHOLE.strip()]
+    p.materialize(instance, request.asset_selection, tags={**request.tags, "dagster/sensor_name": "raw_news_sensor"})
+    assert texts(p) == ["Prvi dokument.", WHOLE.strip()]  # one run extracted b.txt and published
 
 
 def test_a_run_a_person_starts_plans_every_file_as_before(tmp_path, instance):

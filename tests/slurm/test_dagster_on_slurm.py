@@ -287,3 +287,31 @@ def test_runs_whose_jobs_die_are_failed_and_terminate_is_scancel(deployment):
     assert f"Slurm job {jobs[terminated]}" in msgs, msgs
     state = show_job(jobs[terminated])
     assert state is not None and state.state not in ("PENDING", "RUNNING"), state
+
+
+def test_a_run_whose_job_is_cancelled_while_pending_ends_at_the_next_look(deployment):
+    """A job still in Slurm's queue (held here with --hold, as a busy cluster would keep it) is
+    scancel'd: its worker never starts, so the run would stay STARTING until run monitoring's start
+    timeout (hours on Slurm). slm4ie_stale_run_sensor asks Slurm about STARTING runs every 30 s and
+    fails it with Slurm's words (slurm/unstarted.py)."""
+    dep = deployment
+    dep.start_daemon()
+    shard = list_shards(load_catalog(dep.config).dataset(SLOW))[0].key
+    run_id = dep.launch(SLOW, shard, **{"slm4ie/sbatch_args": "--hold"})
+
+    def pending_job():
+        run = dep.instance.get_run_by_id(run_id)
+        assert run is not None and not run.is_finished, dep.tail()
+        job = run.tags.get(JOB_TAG)
+        state = show_job(job) if job else None
+        return job if run.status == DagsterRunStatus.STARTING and state and state.state == "PENDING" else None
+
+    job = wait_until(pending_job, TIMEOUT, "the run's job to wait in Slurm's queue", interval=0.5, on_timeout=dep.tail)
+    with stopwatch() as took:
+        subprocess.run(["scancel", job], check=True, timeout=30)
+        run = _wait_finished(dep, run_id)
+        seconds = took()
+    report_time("a run whose Slurm job was cancelled while pending, ended", seconds)
+    msgs = _run_messages(dep, run_id)
+    assert run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED), msgs
+    assert f"The run never started: Slurm job {job} was cancelled" in msgs, msgs

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from slm4ie_assets.dagster_layer.assets import DESCRIPTION
 from support.paths import VENV_BIN
 from support.ui import (
     BACKFILL_DONE,
@@ -243,6 +244,8 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     metadata = page.locator("tr", has=page.get_by_text("documents", exact=True)).first
     metadata.wait_for()
     assert re.search(rf"\b{lines}\b", metadata.inner_text()), metadata.inner_text()
+    # the asset's own description, not a two-word label (issue 40 item 5)
+    page.get_by_text(DESCRIPTION, exact=True).first.wait_for()
     shoot(ui, page, "dataset-page", full_page=True)
     check_sample_preview(ui, page)
     check_run_progress(ui, page, run["runId"], lines)
@@ -300,6 +303,7 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     settle(page)
     shoot(ui, page, "shard-partitions")
     check_lineage(ui, page)
+    check_the_sensor_page_shows_the_ticks_verdict(ui, page)
 
 
 @contextmanager
@@ -440,3 +444,44 @@ def check_the_sensor_page_states_the_settle_rule(ui, page) -> None:
     page.get_by_text(re.compile(r"size and mtime unchanged")).first.wait_for()
     settle(page)
     shoot(ui, page, "sensor")
+
+
+START_SENSOR = """
+mutation($selector: SensorSelector!) { startSensor(sensorSelector: $selector) { __typename
+  ... on PythonError { message } } }
+"""
+SENSOR_TICKS = """
+query($selector: SensorSelector!) { sensorOrError(sensorSelector: $selector) { ... on Sensor {
+  sensorState { ticks(limit: 1) { status skipReason } } } } }
+"""
+
+
+def check_the_sensor_page_shows_the_ticks_verdict(ui, page) -> None:
+    """Once the raw sensor has ticked: the page still shows its rule whole (the cursor, one unbroken run
+    of 700 characters, used to widen the table until the description was one line cut off at the
+    window's edge), the cursor reads as the tick's verdict (`last_tick=...`), and the latest tick's
+    "0 runs requested" tag gives the skip reason on hover (issue 40 item 5)."""
+    selector = {"repositoryLocationName": "slm4ie", "repositoryName": "__repository__",
+                "sensorName": f"raw_{DATASET}_sensor"}
+    started = ui.graphql(START_SENSOR, {"selector": selector})["startSensor"]
+    assert started["__typename"] == "Sensor", started  # as the page's Running switch does
+    reason = f"{DATASET}: 3 shard(s), nothing to extract"
+
+    def ticked():
+        ticks = ui.graphql(SENSOR_TICKS, {"selector": selector})["sensorOrError"]["sensorState"]["ticks"]
+        return ticks and ticks[0]["status"] == "SKIPPED" and ticks[0]["skipReason"]
+
+    assert wait_until(ticked, 120, "the raw sensor's first tick", on_timeout=ui.proc.tail) == reason
+    open_page(ui, page, "/automation")
+    page.get_by_text(f"raw_{DATASET}_sensor", exact=True).first.click()
+    verdict = page.locator("tr", has=page.locator("td", has_text=re.compile(r"^\s*Cursor\s*$"))).first
+    verdict.get_by_text(f"last_tick={reason}").first.wait_for()
+    description = page.locator("td", has_text="Watches the raw files").first
+    description.get_by_text("size and mtime unchanged").wait_for()
+    box = description.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= VIEWPORT["width"], box  # wrapped, whole in the window
+    latest = page.locator("tr", has=page.locator("td", has_text=re.compile(r"^\s*Latest tick\s*$"))).first
+    latest.get_by_text("0 runs requested").hover()
+    page.get_by_text(reason, exact=True).first.wait_for()  # the tooltip: the cursor row says more around it
+    settle(page)
+    shoot(ui, page, "sensor-tick")

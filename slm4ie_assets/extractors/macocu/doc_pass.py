@@ -92,6 +92,24 @@ def _release(elem) -> None:
             del parent[0]
 
 
+def _free_finished(root) -> None:
+    """Free every element that has ended, but a paragraph's insides: the elements still open are
+    the chain of last children from the root, so every other child of each has ended (and a `<p>`
+    among them was read from its end event, which came in this batch or an earlier one). Called
+    after each batch of events, it bounds a `<doc>` of any shape (a million `<div>`s, empty
+    elements, the text between them) without an event per element."""
+    node, in_doc = root, False
+    while len(node):
+        tag = node.tag
+        if tag == _DOC:
+            in_doc = True
+        elif tag == _P and in_doc:
+            return  # its text is read when it ends
+        if len(node) > 1:
+            del node[:-1]
+        node = node[-1]
+
+
 class MacocuPass:
     """One streaming parse of a macocu file (an xml.retry.StreamingPass)."""
 
@@ -140,11 +158,13 @@ class MacocuPass:
     def _capped_run(self, fh, huge: bool, careful: Span | None) -> Iterator[Document]:
         """`run` under max_document_bytes (docs/memory.md): each outermost `<p>` of a top-level
         `<doc>` is read as it ends and then freed, its text kept only while the document's text is
-        within the cap (past it, only counted). The texts, drops and their order are `run`'s: the
+        within the cap (past it, only counted), and after each batch every other element that has
+        ended is freed too (`_free_finished`). The texts, drops and their order are `run`'s: the
         paragraphs `doc_text` would collect at the `<doc>`'s end, in the same order."""
         self.events = events = FeedEvents(careful, events=("start", "end"), tag=(_DOC, _P), remove_comments=True,
                                           remove_pis=True, **parser_options(huge, collect_ids=True))
         collector: TextCollector | None = None
+        root = None  # the document element, known from the first <doc>
         docs = p_depth = 0  # open <doc> elements; open <p> elements inside one
         parts: list = []
         size = 0
@@ -154,6 +174,7 @@ class MacocuPass:
                     if event == "start":
                         if collector is None:  # the DOCTYPE is complete before the first element
                             collector = TextCollector(verbatim=_Undeclared(elem))
+                            root = elem.getroottree().getroot()
                         if not docs:
                             parts, size, p_depth = [], 0, 0
                         docs += 1
@@ -184,6 +205,8 @@ class MacocuPass:
                             else:
                                 parts = [None]  # over the cap: counted from here on, never kept
                     _release(elem)  # read: it and what came before it in its parent are let go
+            if root is not None:
+                _free_finished(root)
         if not self.ends_file:
             return
         self._count_undefined()
