@@ -273,7 +273,7 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
         return next((b for b in results if b["id"] not in before), None)
 
     backfill = wait_until(new_backfill, 60, "the backfill to be created", on_timeout=ui.proc.tail)
-    assert backfill["numPartitions"] == 3
+    assert backfill["numPartitions"] == SHARDS
     done = wait_until(lambda: (b := new_backfill()) and b["status"] in BACKFILL_DONE and b, RUN_TIMEOUT,
                       "the backfill to finish", interval=1.0, on_timeout=ui.proc.tail)
     assert done["status"] == "COMPLETED_SUCCESS", ui.proc.tail()
@@ -287,12 +287,12 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     for key in partitions["partitionKeys"]:
         node = ui.graphql(PARTITION_EVENT_QUERY, {"key": {"path": ["shards", DATASET]}, "partition": key})
         values = metadata_values(node["assetNodeOrError"]["assetMaterializations"][0])
-        assert values["batch_shards"] == 3 and values["dagster/row_count"] == values["documents"]
+        assert values["batch_shards"] == SHARDS and values["dagster/row_count"] == values["documents"]
         own[key] = values["documents"]
     assert sum(own.values()) == lines and all(n < lines for n in own.values()), own
 
     open_page(ui, page, f"/assets/shards/{DATASET}?view=partitions")
-    page.get_by_text("Materialized (3)").wait_for()
+    page.get_by_text(f"Materialized ({SHARDS})").wait_for()
     page.get_by_text("arhiv/2023.txt", exact=True).first.click()
     page.get_by_text("No partition selected").wait_for(state="hidden")
     page.get_by_text(runs[0]["runId"][:8]).first.wait_for()  # the partition's run, from the backfill
@@ -465,7 +465,7 @@ def check_the_sensor_page_shows_the_ticks_verdict(ui, page) -> None:
                 "sensorName": f"raw_{DATASET}_sensor"}
     started = ui.graphql(START_SENSOR, {"selector": selector})["startSensor"]
     assert started["__typename"] == "Sensor", started  # as the page's Running switch does
-    reason = f"{DATASET}: 3 shard(s), nothing to extract"
+    reason = f"{DATASET}: {SHARDS} shard(s), nothing to extract"
 
     def ticked():
         ticks = ui.graphql(SENSOR_TICKS, {"selector": selector})["sensorOrError"]["sensorState"]["ticks"]
