@@ -2,10 +2,11 @@
 
     python -m bench.pool_start [--workers 2,16]
 
-Each measurement is a fresh process (`--child METHOD N`) that opens a pool of N workers of the
-start method, as slm4ie_assets/engine/worker_pool.py does for forkserver (preloading what it preloads),
-gives every worker a task that imports what an extraction task needs, and reports the wall
-seconds until all tasks are done and the CPU seconds of the workers (reaped: a forkserver is
+Each measurement is a fresh process (`--child METHOD N`) that opens a process pool of N workers of
+the start method (for forkserver preloading what engine/pool_server.py preloads, as the run's
+engine/worker_pool.py does; the pool here is the standard library's, the start-up cost is the
+method's), gives every worker a task that imports what an extraction task needs, and reports the
+wall seconds until all tasks are done and the CPU seconds of the workers (reaped: a forkserver is
 stopped first, so its children's CPU reaches this process).
 """
 

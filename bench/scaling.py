@@ -1,10 +1,10 @@
-"""Scaling: where a run's time goes as workers grow, and what the 2-core figures project for 16.
+"""Scaling: where a run's time goes as workers grow, and what the 2-core figures project for more.
 
     python -m bench.scaling [--cases text:300:1:32,conllu:64:32:default] [--workers 1,2] [--runs 3]
-                            [--data DIR] [--out FILE] [--project N]
+                            [--data DIR] [--out FILE] [--project 4,8,16]
 
-A case is `format:MB:files:split`, where split is `default` (no `split_bytes` in extract.yaml: 32 MiB
-ranges on every host, docs/splitting.md) or a size in MiB. Inputs
+A case is `format:MB:files:split`, where split is `default` (no `split_bytes` in extract.yaml: 8 MiB
+ranges on every host since issue 41, 32 MiB before; docs/splitting.md) or a size in MiB. Inputs
 are generated once per case (bench.generate's writers; a big text file is one generated 64 MB
 block written again and again, which the extraction cannot tell from fresh text). The baseline of
 every case is one worker with splitting off (`split_bytes: 0`): the reference bytes and time.
@@ -16,16 +16,22 @@ in the wall time; the parent hashes the output after the child's clock stops. Th
 are interleaved (1w, 2w, 1w, 2w, ...), so a drift in the machine's speed reaches both sides of
 every ratio. The child reports the pipeline's own stage clock (`RunReport.stage_seconds`, see
 engine/stage_clock.py): the serial stages (plan, pool start, the publish tail after the last part)
-in wall seconds, and the pooled ones (count, extract) in worker seconds summed over the workers.
-The parent adds CPU seconds of the whole process tree (os.wait4), the peak RSS of its largest
-process, and checks that the published bytes equal the baseline's.
+in wall seconds, the pooled ones (count, extract) in worker seconds summed over the workers, and
+the pool's CPU seconds per pooled stage (`RunReport.stage_cpu`). The parent adds CPU seconds of the
+whole process tree (os.wait4), the peak RSS of its largest process, and checks that the published
+bytes equal the baseline's. "CPU ms / range" is what splitting added to the run's CPU, per shard
+it added: (CPU - the baseline's CPU) / (shards - the baseline's shards); with two workers it holds
+the count and the pool too.
 
-The projection ("proj. 16w") is Amdahl's law over those stages: the serial seconds stay, the
-pooled seconds are shared by the workers, at most one per shard (10 ranges keep 10 of 16 busy),
-and the count seconds grow as a file's chains do ((n-1)/n of the file is counted with n chains,
-so 2 workers' count seconds double from 2 to about 16). The shards are those planned here: since
-issue 32 a 16-core host plans the same ones. It is a projection from this machine's figures, not a
-measurement.
+The projected rows (`--project`, "projected" in the run column, no bytes checked) are Amdahl's
+law over the last measured row's stages, in CPU seconds so that a busy host's neighbours do not
+inflate them: the serial wall seconds stay, except the publish tail, which grows with the share of
+the output the last chains hold back from the stager ((W-1)/W with W chains of one file); the
+pooled CPU seconds are shared by the workers, at most one per shard (10 ranges keep 10 of 16
+busy), and the count CPU grows with the bytes counted, which the parent takes from the range
+scheduler's own plan for W workers (`RangeBook.to_count`, `chains_per_file`). The shards are those
+planned here: since issue 32 a 16-core host plans the same ones. A projection from this machine's
+figures, not a measurement.
 """
 
 import argparse
@@ -55,7 +61,7 @@ class Case:
     fmt: str
     mb: int
     files: int
-    split_mib: int | None  # None: the default (shards.range_bytes: 32 MiB ranges, whatever the host)
+    split_mib: int | None  # None: the default (shards.range_bytes: 8 MiB ranges, whatever the host)
 
     @property
     def name(self) -> str:
@@ -154,7 +160,7 @@ def child(yaml_path: str, workers: int) -> None:
     (key,) = catalog.datasets
     report = extract_dataset(catalog.dataset(key), catalog, force=True, workers=workers)
     reap_pool_workers()  # so the parent's os.wait4 counts the workers' CPU
-    print(json.dumps({"shards": report.shards, "stages": report.stage_seconds,
+    print(json.dumps({"shards": report.shards, "stages": report.stage_seconds, "stage_cpu": report.stage_cpu,
                       "text": str(catalog.dataset(key).text_path)}))
 
 
@@ -208,7 +214,9 @@ def run_case(root: Path, case: Case, workers_list: list[int], runs: int) -> list
         done = results[label]
         stages = {k: statistics.median(r["stages"].get(k, 0.0) for r in done)
                   for k in SERIAL_STAGES + POOLED_STAGES + ("stage",)}
+        stage_cpu = {k: statistics.median(r.get("stage_cpu", {}).get(k, 0.0) for r in done) for k in POOLED_STAGES}
         rows.append({"case": case.name, "run": label, "workers": w, "mb": mb, "shards": done[0]["shards"],
+                     "yaml": str(yaml_path), "stage_cpu": stage_cpu,
                      "wall": statistics.median(r["wall"] for r in done),
                      "cpu": statistics.median(r["cpu"] for r in done),
                      "maxrss_mb": max(r["maxrss_mb"] for r in done), "stages": stages,
@@ -224,35 +232,64 @@ def _line(base: dict, row: dict) -> str:
             + " ".join(f"{k}={v:.2f}" for k, v in row["stages"].items()))
 
 
-def project(base: dict, row: dict, target: int) -> float:
-    """The projected speed-up of `target` workers over the baseline, from one measured row (Amdahl)."""
+def counted_bytes(yaml_path: str, workers: int) -> int:
+    """The bytes the range scheduler counts before extracting with `workers` (its own plan)."""
+    sys.path.insert(0, str(REPO))
+    from slm4ie_assets.catalog import load_catalog
+    from slm4ie_assets.engine.range_scheduler import RangeBook, chains_per_file
+    from slm4ie_assets.extractors.registry import get_extractor_class
+    from slm4ie_assets.extractors.splitting import RangeStrategy
+    from slm4ie_assets.planning.shards import list_shards
+
+    catalog = load_catalog(yaml_path)
+    (key,) = catalog.datasets
+    spec = catalog.dataset(key)
+    splitter = get_extractor_class(spec.extractor).splitter
+    if splitter is None or splitter.strategy is RangeStrategy.SPECULATION:
+        return 0  # clean files of a speculative format count nothing
+    shards = list_shards(spec, catalog.shard_group_threshold)
+    ranges = RangeBook([s.files[0] for s in shards]).to_count(chains_per_file(shards, workers))
+    return sum((f.range.end or 0) - f.range.start for f in ranges if f.range is not None)
+
+
+def project(base: dict, row: dict, target: int) -> tuple[float, float]:
+    """(speed-up, CPU / baseline) of `target` workers, projected from one measured row (Amdahl over
+    its stages, in CPU seconds; module docstring)."""
     w = max(1, row["workers"])
-    stages = row["stages"]
-    serial = sum(stages[k] for k in SERIAL_STAGES)
-    chains_counted = (w - 1) / w  # the share of a file counted with w chains
-    count_per_file = stages["count"] / chains_counted if chains_counted else 0.0
+    stages, cpu = row["stages"], row["stage_cpu"]
+    counted_now, counted_then = counted_bytes(row["yaml"], w), counted_bytes(row["yaml"], target)
+    count_then = cpu["count"] * counted_then / counted_now if counted_now else 0.0
+    held_now, held_then = (w - 1) / w, (target - 1) / target  # the output the last chains hold back
+    tail = base["stages"]["publish"] + (stages["publish"] - base["stages"]["publish"]) * (
+        held_then / held_now if held_now else 1.0)
     busy = min(target, max(1, row["shards"]))  # no more workers at work than there are shards
-    pooled = stages["extract"] + count_per_file * (busy - 1) / busy
-    projected = serial + pooled / busy
-    return base["wall"] / projected if projected > 0 else 0.0
+    wall = stages["plan"] + stages["pool_start"] + tail + (cpu["extract"] + count_then) / busy
+    run_cpu = row["cpu"] + count_then - cpu["count"]
+    return base["wall"] / wall, run_cpu / base["cpu"]
 
 
-def table(rows: list[dict], target: int) -> str:
-    head = ("| case | run | shards | MB/s | speed-up | CPU / 1w | plan | pool start | count (w-s) | extract (w-s) "
-            f"| stage | publish | peak RSS MB | bytes = 1w | proj. {target}w |")
+def table(rows: list[dict], targets: list[int]) -> str:
+    head = ("| case | run | shards | MB/s | speed-up | CPU / 1w | CPU ms / range | plan | pool start | count (w-s) "
+            "| extract (w-s) | stage | publish | peak RSS MB | bytes = 1w |")
     out = [head, "|" + "---|" * (head.count("|") - 1)]
-    base = None
-    for row in rows:
+    for i, row in enumerate(rows):
         if row["run"] == "1w unsplit":
             base = row
-        assert base is not None
         st = row["stages"]
-        proj = "" if row is base else f"{project(base, row, target):.1f}x"
+        extra = row["shards"] - base["shards"]  # the ranges splitting added
+        per_range = f"{1000 * (row['cpu'] - base['cpu']) / extra:.1f}" if extra > 0 else ""
         out.append(f"| {row['case']} | {row['run']} | {row['shards']} | {row['mb'] / row['wall']:.1f} "
-                   f"| {base['wall'] / row['wall']:.2f}x | {row['cpu'] / base['cpu']:.2f} | {st['plan']:.2f} "
-                   f"| {st['pool_start']:.2f} | {st['count']:.2f} | {st['extract']:.2f} | {st['stage']:.2f} "
-                   f"| {st['publish']:.2f} | {row['maxrss_mb']:.0f} "
-                   f"| {'yes' if row['digest'] == base['digest'] else 'NO'} | {proj} |")
+                   f"| {base['wall'] / row['wall']:.2f}x | {row['cpu'] / base['cpu']:.2f} | {per_range} "
+                   f"| {st['plan']:.2f} | {st['pool_start']:.2f} | {st['count']:.2f} | {st['extract']:.2f} "
+                   f"| {st['stage']:.2f} | {st['publish']:.2f} | {row['maxrss_mb']:.0f} "
+                   f"| {'yes' if row['digest'] == base['digest'] else 'NO'} |")
+        last = i + 1 == len(rows) or rows[i + 1]["run"] == "1w unsplit"
+        if last and row is not base and row["workers"] > 1:
+            for target in (t for t in targets if t > row["workers"]):
+                speed, cpu = project(base, row, target)
+                out.append(f"| {row['case']} | {target}w (projected from {row['run']}) | {row['shards']} "
+                           f"| {row['mb'] * speed / base['wall']:.1f} | {speed:.2f}x | {cpu:.2f} | | | | | | | | "
+                           "| — |")
     return "\n".join(out)
 
 
@@ -262,16 +299,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="2", help="comma-separated worker counts (1 unsplit always runs)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--project", type=int, default=16, help="the worker count to project to")
+    ap.add_argument("--project", default="16", help="comma-separated worker counts to project to (none: '')")
     ap.add_argument("--out", type=Path, help="also write the table (markdown) to this file")
     args = ap.parse_args(argv)
     workers = [int(w) for w in args.workers.split(",")]
+    targets = [int(t) for t in args.project.split(",") if t]
     rows = []
     for text in args.cases.split(","):
         case = Case.parse(text)
         shutil.rmtree(args.data / "out", ignore_errors=True)
         rows += run_case(args.data, case, workers, args.runs)
-        report = table(rows, args.project)
+        report = table(rows, targets)
         if args.out:  # after every case, so a run cut short keeps what it measured
             args.out.write_text(f"{report}\n")
     print(report)

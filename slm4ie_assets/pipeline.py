@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .catalog import Catalog, DatasetSpec
 from .engine.pool_server import effective_workers
@@ -23,9 +23,9 @@ from .engine.progress import (
 )
 from .engine.range_scheduler import run_pooled, run_serial
 from .engine.stage_clock import StageClock
-from .engine.stalls import POLL_SECONDS
+from .engine.stalls import POLL_SECONDS, StallLimits, StallWatch
 from .engine.worker_context import WorkerContext
-from .engine.worker_pool import TimedPool, open_pool
+from .engine.worker_pool import WorkerPool, worker_start
 from .extractors.registry import get_extractor_class, make_extractor
 from .extractors.splitting import RangeStrategy
 from .parts.locked import PartOutcome, outcome_message
@@ -37,7 +37,7 @@ from .store.dataset_store import DatasetStore
 from .store.locks import LockTimeout, dataset_lock
 from .store.manifest import Manifest
 from .store.part_meta import PartMeta, merged_drops
-from .store.publish import current_metas, publish
+from .store.publish import publish
 
 if TYPE_CHECKING:  # imported when unpacking, not by every pool worker
     from .archives import ArchiveReport
@@ -192,12 +192,15 @@ def _extract_serial(spec: DatasetSpec, shards: list[Shard], counters: ShardCount
 def _extract_pooled(spec: DatasetSpec, shards: list[Shard], workers: int, counters: ShardCounters | None,
                     period: float, report: Callable[[int, PartOutcome], None], force: bool,
                     log: Log | None, clock: StageClock) -> None:
-    """A pool of forkserver workers (engine/worker_pool.py), each task timed into `clock`."""
+    """A pool of forkserver workers (engine/worker_pool.py), each job timed into `clock`; with the
+    stall limits set, watched (engine/stalls.py)."""
     clock.pool_opened()
-    pool, watch = open_pool(spec, shards, workers, counters, period, log)
-    with pool:
-        run_pooled(shards, PartWork(spec, force), TimedPool(pool, clock), report, workers, _strategy(spec), watch,
-                   POLL_SECONDS)
+    with WorkerPool(spec, workers, worker_start(PartWork(spec, force), workers, counters, period), clock) as pool:
+        watch = None
+        if counters is not None and (spec.stall_seconds > 0 or spec.stall_timeout_seconds > 0):
+            limits = StallLimits(spec.stall_seconds or float("inf"), spec.stall_timeout_seconds)
+            watch = StallWatch(spec.key, shards, counters, pool, limits, log).check
+        run_pooled(shards, pool, report, workers, _strategy(spec), watch, POLL_SECONDS)
 
 
 def _strategy(spec: DatasetSpec) -> RangeStrategy:
@@ -219,7 +222,8 @@ class RunReport:
     parts: list[PartMeta]  # the parts this run extracted
     seconds: float
     warnings: list[str]
-    stage_seconds: dict[str, float] = field(default_factory=dict)  # pipeline_clock.STAGES
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # engine/stage_clock.STAGES
+    stage_cpu: dict[str, float] = field(default_factory=dict)  # the pool's CPU seconds per stage
 
 
 class StrictModeViolation(RuntimeError):
@@ -293,14 +297,17 @@ def _extract_then_publish(plan: DatasetPlan, store: DatasetStore, stale: list[Sh
         with plan.clock.timed("publish"), dataset_lock(lock_path(spec), spec.key, log=log):
             # between the two locks another run (planned from other raw files or another extract.yaml)
             # may have replaced or removed parts: write those again before publishing
-            stale = [s for s in plan.shards if not store.part_is_current(s)]
+            current = [store.read_part_meta(s.key) for s in plan.shards]  # read once: the check, then the publish
+            stale = [s for s, m in zip(plan.shards, current, strict=True)
+                     if m is None or not store.part_is_current(s, m)]
             if stale:
                 continue
-            manifest, skipped = _publish_held(plan, store, stager)
+            manifest, skipped = _publish_held(plan, store, stager, cast(list[PartMeta], current))
         metas = [written[s.key] for s in plan.shards if s.key in written]
         warnings = list(plan.unreadable) + [w for m in metas for w in m.warnings]
         return _with_summary(RunReport(spec.key, skipped, len(plan.shards), [m.shard for m in metas], manifest,
-                                       metas, time.monotonic() - started, warnings, dict(plan.clock.seconds)), log)
+                                       metas, time.monotonic() - started, warnings, dict(plan.clock.seconds),
+                                       dict(plan.clock.cpu)), log)
     raise RuntimeError(f"dataset {spec.key!r}: other runs changed {len(stale)} of its parts again each time this "
                        f"run had written them ({MAX_ROUNDS} rounds), first {stale[0].key!r}; are runs with a "
                        "different extract.yaml or raw folder working on it? Run again once they are done")
@@ -313,15 +320,16 @@ def _with_summary(report: RunReport, log: Log | None) -> RunReport:
     return report
 
 
-def _publish_held(plan: DatasetPlan, store: DatasetStore,
-                  stager: VersionStager | None = None) -> tuple[Manifest | None, bool]:
-    """Publish (the dataset lock is held EXCLUSIVE and every part is current), unless another run
-    already published exactly these parts and this one is not forced. Returns (manifest, skipped)."""
+def _publish_held(plan: DatasetPlan, store: DatasetStore, stager: VersionStager | None,
+                  metas: list[PartMeta]) -> tuple[Manifest | None, bool]:
+    """Publish (the dataset lock is held EXCLUSIVE and every part is current, with `metas`), unless
+    another run already published exactly these parts and this one is not forced. Returns
+    (manifest, skipped)."""
     spec = plan.spec
     if not plan.force and store.is_published(plan.shards, plan.unreadable):
         return store.published_manifest(), True
-    check_strict(spec, current_metas(spec, plan.shards, store), plan.unreadable)
-    return publish(spec, plan.shards, store, plan.unreadable, stager), False
+    check_strict(spec, metas, plan.unreadable)
+    return publish(spec, plan.shards, store, plan.unreadable, stager, metas), False
 
 
 def extract_dataset(spec: DatasetSpec, catalog: Catalog, force: bool = False, workers: int | None = None,

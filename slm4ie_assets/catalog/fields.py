@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# None: a file is cut every 32 MiB, whatever the host (shards.range_bytes, docs/splitting.md)
+# None: a file is cut every 8 MiB, whatever the host (shards.range_bytes, docs/splitting.md)
 DEFAULT_SPLIT_BYTES: int | None = None
 # 0: a backfill of shards/<key> is one run per contiguous key range (the in-run pool uses the cores);
 # N: runs of at most N shards, which the run queue runs side by side (D24)
@@ -77,11 +77,11 @@ INHERITED = (  # top-level settings each dataset may override
     Setting("split_bytes",
             "A text, jsonl, coleslaw, conllu or macocu file (a huggingface config) over this many bytes is "
             "extracted as several ranges on record boundaries, with the same output (docs/splitting.md); 0 = never "
-            "split. Unset (or null): ranges of 32 MiB (a file over 8 GiB: 256 ranges), the same on every host, "
+            "split. Unset (or null): ranges of 8 MiB (a file over 2 GiB: 256 ranges), the same on every host, "
             "so shard keys never depend on the cores. A dataset may set its own.",
             "integer", DEFAULT_SPLIT_BYTES, 0, nullable=True,
-            expected="a whole number of bytes >= 0 (0 = never split a file; null = ranges of 32 MiB)",
-            per_dataset="0 = never split a file; null = ranges of 32 MiB"),
+            expected="a whole number of bytes >= 0 (0 = never split a file; null = ranges of 8 MiB)",
+            per_dataset="0 = never split a file; null = ranges of 8 MiB"),
     _whole("max_shards_per_run", DEFAULT_MAX_SHARDS_PER_RUN, "a whole number >= 0 (0 = one run per backfill range)",
            "0 = one run per contiguous range",
            "A backfill of shards/<key> (the UI's Materialize all) and the raw sensor's runs for new shards become "

@@ -1,14 +1,16 @@
 """The unit of work of a run (pipeline.extract_parts), by name: `PartWork.extract` writes one part,
-`PartWork.count` counts one range of a split file (docs/splitting.md). engine/range_scheduler.py hands
-them out; the same methods run in a pool worker, with the extractor rebuilt from the picklable
-spec once per dataset and kept for the worker's next task, and, with one worker, in the run's own
-process."""
+`PartWork.count` counts one range of a split file (docs/splitting.md), and the loop a pool worker
+runs them in (`serve`). engine/range_scheduler.py hands out the jobs; the same methods run in a pool
+worker, with the extractor rebuilt from the picklable spec once per dataset and kept for the
+worker's next task, and, with one worker, in the run's own process."""
 
 import os
-from collections.abc import Callable
+import time
+import traceback
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TypeVar
+from multiprocessing.connection import Connection
+from typing import Any
 
 from ..catalog import DatasetSpec
 from ..extractors.extract_context import RangeCounts, RangeStart
@@ -18,16 +20,17 @@ from ..parts.writer import count_range
 from ..planning.shards import Shard
 from ..store.dataset_store import DatasetStore
 from ..store.locks import Log
-from .stage_clock import StageClock
-from .worker_context import WorkerContext, WorkerStart, current
+from .progress import ShardCounters
+from .stage_clock import StageClock, Timed
+from .worker_context import WorkerContext, current
 from .worker_context import start as start_context
 
 
 @dataclass(frozen=True)
 class InProcess:
     """What a run extracting with one worker lends its `PartWork` in its own process: its worker
-    context, its stage clock (a pool times its tasks itself) and its log (a wait for a shard lock
-    is logged there)."""
+    context, its stage clock (a pool worker's jobs are timed by `serve`) and its log (a wait for a
+    shard lock is logged there)."""
 
     context: WorkerContext
     clock: StageClock
@@ -36,9 +39,9 @@ class InProcess:
 
 @dataclass(frozen=True)
 class PartWork:
-    """One dataset's parts and range counts, done where a task lands: pickled to a pool worker as
-    (spec, force), which runs it with the context it was started with (`worker_context.current`);
-    or `here`, in the run's own process."""
+    """One dataset's parts and range counts, done where a job lands: handed to each pool worker
+    once, as it starts, as (spec, force), which runs it with the context it was started with
+    (`worker_context.current`); or `here`, in the run's own process."""
 
     spec: DatasetSpec
     force: bool = False
@@ -47,7 +50,6 @@ class PartWork:
     def extract(self, task: int, shard: Shard, start: RangeStart) -> PartOutcome:
         """Write shard `task`'s part (a range continuing from `start`) under its shard lock."""
         context = self._context()
-        context.mark_started(task)
         extractor = context.extractor(self.spec)
         store = DatasetStore(self.spec)
         with context.track(task, shard) as hook, self._timed("extract"):
@@ -70,27 +72,74 @@ class PartWork:
         return nullcontext() if self.here is None else self.here.clock.timed(stage)
 
 
-def start_worker(start: WorkerStart) -> None:
-    """Pool initializer (engine/worker_pool.py): the run's environment and working folder, which a worker
-    forked from an older forkserver would not have, then the worker's context, set once
-    (engine/worker_context.py)."""
+@dataclass(frozen=True)
+class WorkerStart:
+    """What the calling process hands each pool worker as it starts: the work, the run's
+    environment and working folder (the server may be older than the run), and the shared counters
+    (a shared array reaches a worker only this way)."""
+
+    work: PartWork
+    env: dict[str, str]
+    cwd: str
+    text_writer_thread: bool  # only while the pool leaves a core spare (parts/writer.py)
+    counters: ShardCounters | None = None  # None: nobody follows the run's progress
+    sampling_period: float = 1.0
+
+
+class RemoteTraceback(Exception):
+    """Where a job failed in its worker: the worker's traceback, as the cause of what it raised."""
+
+    def __str__(self) -> str:
+        return f"\n{self.args[0]}" if self.args else ""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """What a job raised in its worker, and where."""
+
+    error: BaseException
+    where: str
+
+    def raised(self) -> BaseException:
+        self.error.__cause__ = RemoteTraceback(self.where)
+        return self.error
+
+
+def serve(start: WorkerStart, conn: Connection) -> None:
+    """A pool worker's life (engine/worker_pool.py): the run's environment, folder and context once,
+    then one job at a time from `conn`, answered with its result and seconds (`Timed`) or what it
+    raised (`Failed`), until the pool sends None or goes away."""
     os.environ.clear()
     os.environ.update(start.env)
     os.chdir(start.cwd)
-    start_context(WorkerContext.in_pool(start))
+    start_context(WorkerContext.in_pool(start.text_writer_thread, start.counters, start.sampling_period))
+    while (job := _receive(conn)) is not None:
+        started, clock, cpu = time.time(), time.perf_counter(), time.process_time()
+        try:
+            result = job.run(start.work)
+            answer: Any = Timed(result, started, time.perf_counter() - clock, time.process_time() - cpu)
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling process
+            answer = Failed(exc, traceback.format_exc())
+            if not isinstance(exc, Exception):  # interrupted, or told to exit: say so and go
+                _answer(conn, answer)
+                raise
+        if not _answer(conn, answer):
+            return
 
 
-T = TypeVar("T")
-
-
-def run_marked(slot: int, fn: Callable[..., T], *args: object) -> T:
-    """Run one task with this worker's pid in its slot, so that if the worker dies (a signal such
-    as SIGBUS, os._exit) the calling process can name the task it held (worker_pool.WorkerDied)."""
-    slots = current().task_slots
-    if slots is not None:
-        slots.mark_started(slot)
+def _receive(conn: Connection) -> Any:
     try:
-        return fn(*args)
-    finally:
-        if slots is not None:
-            slots.mark_done(slot)
+        return conn.recv()
+    except (EOFError, OSError):  # the calling process is gone
+        return None
+
+
+def _answer(conn: Connection, answer: object) -> bool:
+    """Send the answer; False when the calling process is gone."""
+    try:
+        conn.send(answer)
+    except (BrokenPipeError, OSError):
+        return False
+    except Exception as exc:  # noqa: BLE001 - an answer that does not pickle (an odd exception)
+        conn.send(Failed(RuntimeError(f"{type(exc).__name__}: {exc}"), traceback.format_exc()))
+    return True

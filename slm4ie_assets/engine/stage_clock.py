@@ -4,13 +4,15 @@
 Serial stages, wall seconds in the parent: `plan` (listing and cutting the files), `pool_start`
 (from asking for worker processes until the first of them starts a task), `publish` (from the last
 part written until the version is published). Pooled stages, seconds summed over the workers:
-`count` (count-only passes over earlier ranges) and `extract` (writing parts). `stage` is the
-stager thread's copying, which overlaps the extraction.
+`count` (count-only passes over earlier ranges) and `extract` (writing parts), and beside them the
+CPU seconds the pool's workers spent on each (`cpu`: on a busy host wall seconds in a worker also
+count the neighbours' turns, CPU seconds do not; bench/scaling.py projects from them). `stage` is
+the stager thread's copying, which overlaps the extraction.
 """
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -27,18 +29,13 @@ class Timed(Generic[T]):
     result: T
     started: float
     seconds: float
-
-
-def timed_call(fn: Callable[..., T], *args: object) -> Timed[T]:
-    """Run `fn(*args)` in a worker and say when and how long (module level: pools pickle it)."""
-    started, clock = time.time(), time.perf_counter()
-    result = fn(*args)
-    return Timed(result, started, time.perf_counter() - clock)
+    cpu: float = 0.0  # CPU seconds of the worker process (its threads included) while it ran
 
 
 @dataclass
 class StageClock:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    cpu: dict[str, float] = field(default_factory=dict)  # pooled stages: the workers' CPU seconds
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _pool_opened: float | None = None
     _first_task: float | None = None
@@ -62,6 +59,7 @@ class StageClock:
         """A pooled task's seconds; the first task to start ends the pool's start-up."""
         self.add(stage, timed.seconds)
         with self._lock:
+            self.cpu[stage] = self.cpu.get(stage, 0.0) + timed.cpu
             if self._pool_opened is not None and self._first_task is None:
                 self._first_task = timed.started
                 self.seconds["pool_start"] += max(0.0, timed.started - self._pool_opened)

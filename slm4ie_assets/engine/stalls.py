@@ -2,25 +2,24 @@
 
 Without this a run waits for ever and its progress lines repeat the same numbers with a growing
 ETA. The calling process already sees, per shard, the documents written and the input bytes read
-(engine/progress.py's `ShardCounters`); each worker also writes its pid into the shard's slot of
-`TaskPids` when it starts the shard. While it waits for the pool, the calling process looks every
-second: a shard in flight whose two numbers have not moved for `stall_seconds` is logged once,
-naming the shard and the worker's pid; with `stall_timeout_seconds` set, one that has not moved for
-that long fails the run with `WorkerStalled` naming them, after the pool's workers are killed (a
-stopped or blocked process, even an idle one, would otherwise keep the pool, and so the run, from
-ending). A killed worker's locks go with it; its unfinished part is only `.partial` files, which
-the next run removes.
+(engine/progress.py's `ShardCounters`), and the pool's pid table says which worker runs it. While
+it waits for the pool, the calling process looks every second: a shard in flight whose two numbers
+have not moved for `stall_seconds` is logged once, naming the shard and the worker's pid; with
+`stall_timeout_seconds` set, one that has not moved for that long fails the run with
+`WorkerStalled` naming them, after the pool's workers are killed (a stopped or blocked process, even
+an idle one, would otherwise keep the pool, and so the run, from ending). A killed worker's locks
+go with it; its unfinished part is only `.partial` files, which the next run removes.
 
 With one worker the shard is extracted in the calling process, which cannot be watched this way
 from inside (a blocked read blocks the watcher's own process too); only pool workers are watched.
 """
 
-import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable, MutableSequence, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..planning.shards import Shard
 from .progress import ShardCounters
@@ -41,38 +40,23 @@ class WorkerStalled(RuntimeError):
     """A pool worker made no progress on its shard for `stall_timeout_seconds`; it was killed."""
 
 
-@dataclass(frozen=True, slots=True)
-class TaskPids:
-    """Per task, the pid of the pool worker that runs it (0: none yet, or done), shared between the
-    workers and the calling process, which names (and may kill) the worker holding a task: the stall
-    watch per shard, worker_pool.TaskPool per task slot. Shared arrays reach a pool worker only
-    through the pool's initializer (pool_worker.start_worker)."""
+class PidTable(Protocol):
+    """Which pool worker runs each job (engine/worker_pool.py's one pid table), by slot: a shard's
+    extraction is in its task's slot."""
 
-    slots: MutableSequence[int]
-
-    @classmethod
-    def shared(cls, tasks: int) -> "TaskPids":
-        return cls(multiprocessing.RawArray("q", tasks))
-
-    def mark_started(self, task: int) -> None:
-        """In a pool worker, as it starts `task`."""
-        self.slots[task] = os.getpid()
-
-    def mark_done(self, task: int) -> None:
-        self.slots[task] = 0
-
-    def pid(self, task: int) -> int:
-        return self.slots[task]
+    def pid(self, slot: int) -> int:
+        """The pid of the worker running the job in `slot` (0: none)."""
+        ...
 
     def workers(self) -> set[int]:
-        """Every worker that has started a task (and not cleared it)."""
-        return {pid for pid in self.slots if pid > 0}
+        """Every worker of the pool."""
+        ...
 
 
 class StallWatch:
     """The calling process's check of the shards in flight; `check` is called while it waits."""
 
-    def __init__(self, dataset: str, shards: Sequence[Shard], counters: ShardCounters, pids: TaskPids,
+    def __init__(self, dataset: str, shards: Sequence[Shard], counters: ShardCounters, pids: PidTable,
                  limits: StallLimits, log: Log | None):
         self._dataset, self._shards, self._counters, self._pids = dataset, shards, counters, pids
         self._limits, self._log = limits, log

@@ -1,8 +1,8 @@
 """What a process that extracts parts holds for its whole life, in one value: a pool worker's is
-set once as it starts (`pool_worker.start_worker`, from the `WorkerStart` the pool hands it); the
-calling process extracting with one worker builds its own (`WorkerContext.in_process`) and passes
-it. Nothing here starts a thread or reads a file until a task asks for it, so a worker forked from
-the preloaded server starts as fast as before.
+set once as it starts (`pool_worker.serve`, from the `WorkerStart` the pool hands it); the calling
+process extracting with one worker builds its own (`WorkerContext.in_process`) and passes it.
+Nothing here starts a thread or reads a file until a task asks for it, so a worker forked from the
+preloaded server starts as fast as before.
 """
 
 from collections.abc import Callable, Iterator
@@ -14,23 +14,8 @@ from ..extractors.base import Extractor
 from ..extractors.registry import make_extractor
 from ..planning.shards import Shard
 from .progress import ShardCounters, ShardReporter
-from .stalls import TaskPids
 
 ProgressHook = Callable[[int, int, int], None]  # part_writer.Progress: documents, text bytes, files done
-
-
-@dataclass(frozen=True)
-class WorkerStart:
-    """What the calling process hands each pool worker as it starts; the shared arrays (counters,
-    pids) can reach a worker only this way."""
-
-    env: dict[str, str]  # the run's environment and working folder: the server may be older than the run
-    cwd: str
-    text_writer_thread: bool  # only while the pool leaves a core spare (parts/writer.py)
-    task_slots: TaskPids  # per pool task slot, the worker running it (worker_pool.TaskPool)
-    counters: ShardCounters | None = None  # None: nobody follows the run's progress
-    sampling_period: float = 1.0
-    shard_pids: TaskPids | None = None  # per shard, for the stall watch (None: not watched)
 
 
 @dataclass
@@ -39,14 +24,14 @@ class WorkerContext:
 
     text_writer_thread: bool = True
     reporter: ShardReporter | None = None  # publishes the progress of the shard being extracted
-    shard_pids: TaskPids | None = None
-    task_slots: TaskPids | None = None
     _cached: tuple[tuple[str, str], Extractor] | None = field(default=None, repr=False)
 
     @classmethod
-    def in_pool(cls, start: WorkerStart) -> "WorkerContext":
-        reporter = ShardReporter(start.counters, start.sampling_period) if start.counters is not None else None
-        return cls(start.text_writer_thread, reporter, start.shard_pids, start.task_slots)
+    def in_pool(cls, text_writer_thread: bool, counters: ShardCounters | None,
+                sampling_period: float) -> "WorkerContext":
+        """A pool worker's, set once as it starts (pool_worker.serve)."""
+        reporter = ShardReporter(counters, sampling_period) if counters is not None else None
+        return cls(text_writer_thread, reporter)
 
     @classmethod
     def in_process(cls, counters: ShardCounters | None, sampling_period: float) -> "WorkerContext":
@@ -63,11 +48,6 @@ class WorkerContext:
             extractor.prepare(spec.raw_dir)
             self._cached = (key, extractor)
         return self._cached[1]
-
-    def mark_started(self, task: int) -> None:
-        """As a pool worker starts `task`: its pid, for the stall watch to name (and kill)."""
-        if self.shard_pids is not None:
-            self.shard_pids.mark_started(task)
 
     @contextmanager
     def track(self, task: int, shard: Shard) -> Iterator[ProgressHook | None]:
@@ -88,7 +68,7 @@ _CURRENT = WorkerContext()  # a pool worker's, replaced once by `start` (default
 
 
 def start(context: WorkerContext) -> None:
-    """Called once, in the pool's initializer."""
+    """Called once, as a pool worker starts (pool_worker.serve)."""
     global _CURRENT
     _CURRENT = context
 

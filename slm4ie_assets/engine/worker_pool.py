@@ -1,113 +1,169 @@
-"""The process pool a run extracts with (pipeline.extract_parts).
+"""The process pool a run extracts with (pipeline.extract_parts): a few worker processes, each
+with a pipe of its own, one job at a time (engine/range_scheduler.py keeps one job per worker in
+flight, so nothing ever queues).
 
-Workers fork from a forkserver (engine/pool_server.py) that has imported `pool_worker` (the part writer
-and the extractors, not Dagster or the publish) once, so each new worker costs a fork, not an
-interpreter start and ~0.2 s of imports: at 16 workers that was ~3 CPU seconds a run. The server is
-started once per process (or early: `pool_server.start_early`) and may be older than the run: each
-worker takes the run's environment and working folder in its initializer, as a spawned one would.
-Every task is timed in its worker for the run's stage clock (engine/stage_clock.py).
+Workers fork from a forkserver (engine/pool_server.py) that has imported `pool_worker` (the part
+writer and the extractors, not Dagster or the publish) once, so each new worker costs a fork, not
+an interpreter start and ~0.2 s of imports: at 16 workers that was ~3 CPU seconds a run. The server
+is started once per process (or early: `pool_server.start_early`) and may be older than the run:
+each worker takes the run's environment and working folder as it starts (`pool_worker.serve`), as
+a spawned one would. A job goes to a free worker as the scheduler's own typed entry
+(`range_scheduler.Extracting` or `Counting`), which names its stage and its slot in the one pid
+table (which worker runs it: the stall watch names and kills by it); the worker answers with the
+result and its seconds, which go into the run's stage clock under that stage.
 
-A worker that dies without a Python error (SIGBUS from a file truncated under a memory map, the
-OOM killer's SIGKILL, a native crash) breaks the pool, which fails every task in flight with a
-bare `BrokenProcessPool`. Each task therefore runs in a numbered slot where its worker writes its
-pid (`pool_worker.run_marked`), so the run fails with `WorkerDied` naming the dataset, the shard
-(or range count) and the file the dead worker held, and its signal.
+A worker that dies without a Python error (SIGBUS from a file truncated under a memory map, the OOM
+killer's SIGKILL, a native crash) is seen through its process sentinel: the run fails with
+`WorkerDied` naming the dataset, the shard (or range count) and the file it held, and its signal.
 """
 
 import os
 import signal
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, InvalidStateError, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from functools import partial
-from typing import Any, ParamSpec, TypeVar
+from multiprocessing.connection import Connection, wait
+from typing import Any
 
 from ..catalog import DatasetSpec
-from ..extractors.input_file import InputFile
-from ..planning.shards import Shard
 from .pool_server import pool_context, usable_cpus
-from .pool_worker import run_marked, start_worker
-from .progress import Log, ShardCounters
-from .stage_clock import StageClock, Timed, timed_call
-from .stalls import StallLimits, StallWatch, TaskPids
-from .worker_context import WorkerStart
-
-T = TypeVar("T")
-P = ParamSpec("P")
-SLOTS = 1024  # task slots, reused in turn: far more than one pool has in flight (workers + its queue)
+from .pool_worker import Failed, PartWork, WorkerStart, serve
+from .progress import ShardCounters
+from .range_scheduler import Counting, Extracting, Job
+from .stage_clock import StageClock, Timed
 
 
 class WorkerDied(RuntimeError):
-    """A pool worker ended without a Python error while it held a task; names the task."""
+    """A pool worker ended without a Python error while it held a job; names the job."""
 
 
-class TaskPool(ProcessPoolExecutor):
-    """A process pool that knows which task each worker runs (its pid in the task's slot), so that
-    a worker's death is reported naming what it held (`died`)."""
+class WorkerPool:
+    """`workers` processes forked from the pool's server, each fed one job at a time through its
+    own pipe (`start`), answered through the same pipe (`finished`). Use it as a context manager:
+    leaving it lets every worker finish its job and exit."""
 
-    def __init__(self, workers: int, initializer: Callable[..., None], initargs: tuple,
-                 slots: TaskPids):
-        super().__init__(max_workers=workers, mp_context=pool_context(), initializer=initializer,
-                         initargs=initargs)
-        self._slots = slots
-        self._what: dict[int, str] = {}  # slot -> the task last submitted there
-        self._next = 0
-        self._workers: dict[int, Any] = {}  # every worker process started, by pid
-        self._lock = threading.Lock()
-        self._death: str | None = None
+    def __init__(self, spec: DatasetSpec, workers: int, start: WorkerStart, clock: StageClock):
+        self._ctx = pool_context()
+        self._dataset, self._max, self._start, self._clock = spec.key, workers, start, clock
+        self._procs: list[Any] = []  # multiprocessing's Process objects (their pid, sentinel, exitcode)
+        self._conns: list[Connection] = []
+        self._idle: list[int] = []
+        self._holding: dict[int, Job] = {}  # worker -> its job
+        self._pids: dict[int, int] = {}  # the pid table: job slot -> the pid of the worker running it
 
-    def submit_marked(self, what: str, fn: Callable[..., T], *args: object) -> "Future[Timed[T]]":
-        with self._lock:
-            slot = self._next % SLOTS
-            self._next += 1
-            self._what[slot] = what
-        fut = self.submit(timed_call, partial(run_marked, slot, fn), *args)
-        self._workers.update(getattr(self, "_processes", None) or {})  # CPython's pid -> Process
-        return fut
+    def _spawn(self) -> int:
+        """One more worker (started as the first jobs come, so the first one runs at once)."""
+        assert len(self._procs) < self._max, "the scheduler starts no more jobs than workers"
+        ours, theirs = self._ctx.Pipe()
+        proc = self._ctx.Process(  # type: ignore[attr-defined]  # every concrete context has it
+            target=serve, args=(self._start, theirs), name=f"slm4ie-worker-{len(self._procs)}", daemon=True)
+        try:
+            proc.start()
+        finally:
+            theirs.close()  # the worker's end lives in the worker only: its death reads as EOF here
+        self._procs.append(proc)
+        self._conns.append(ours)
+        return len(self._procs) - 1
 
-    def died(self, exc: BaseException) -> BaseException:
-        """`exc`, or for a broken pool a WorkerDied naming the dead worker's task and signal."""
-        if not isinstance(exc, BrokenProcessPool):
-            return exc
-        with self._lock:
-            if self._death is None:
-                self._death = self._describe_death()
-        died = WorkerDied(self._death)
-        died.__cause__ = exc
-        return died
+    def __enter__(self) -> "WorkerPool":
+        return self
 
-    def _describe_death(self) -> str:
-        """Called as the pool breaks, before it terminates the other workers: the dead ones are
-        those with an exit status."""
-        self._workers.update(getattr(self, "_processes", None) or {})
-        dead = [(pid, code) for pid, proc in self._workers.items() if (code := proc.exitcode) not in (None, 0)]
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self, job: Job) -> None:
+        """Run `job` on a free worker (the scheduler never starts more jobs than workers)."""
+        worker = self._idle.pop() if self._idle else self._spawn()
+        self._holding[worker] = job
+        self._pids[job.slot] = self._procs[worker].pid
+        try:
+            self._conns[worker].send(job)
+        except OSError:  # it died while idle: its sentinel says how, at the next `finished`
+            pass
+
+    def finished(self, timeout: float | None) -> list[tuple[Job, object]]:
+        """The jobs done (waiting up to `timeout` s for the first), each with its result; a job's
+        exception is raised here, a dead worker's as `WorkerDied`."""
+        busy = list(self._holding)
+        ready = set(wait([self._conns[w] for w in busy] + [self._procs[w].sentinel for w in busy], timeout))
+        done: list[tuple[Job, object]] = []
+        dead = []
+        for worker in busy:
+            if self._conns[worker] in ready:
+                try:
+                    answer = self._conns[worker].recv()
+                except (EOFError, OSError):
+                    dead.append(worker)
+                    continue
+                job = self._free(worker)
+                if isinstance(answer, Failed):
+                    raise answer.raised()
+                assert isinstance(answer, Timed)
+                self._clock.task_done(job.stage, answer)
+                done.append((job, answer.result))
+            elif self._procs[worker].sentinel in ready:
+                dead.append(worker)
+        if dead:
+            raise self._died(dead)
+        return done
+
+    def pid(self, slot: int) -> int:
+        """The worker running the job in `slot` (0: none)."""
+        return self._pids.get(slot, 0)
+
+    def workers(self) -> set[int]:
+        """Every worker's pid."""
+        return {p.pid for p in self._procs if p.pid is not None}
+
+    def _free(self, worker: int) -> Job:
+        job = self._holding.pop(worker)
+        self._pids.pop(job.slot, None)
+        self._idle.append(worker)
+        return job
+
+    def _died(self, dead: list[int]) -> WorkerDied:
         lines = []
-        for pid, code in dead:
-            held = [self._what[i] for i in range(SLOTS) if self._slots.pid(i) == pid and i in self._what]
-            doing = f"running {' and '.join(held)}" if held else "before it started a task"
-            lines.append(f"a pool worker (pid {pid}) {doing} {exit_status(code)}")
-        if not lines:
-            running = [self._what[i] for i in range(SLOTS) if self._slots.pid(i) > 0 and i in self._what]
-            lines.append("a pool worker died abruptly" + (f" while these ran: {'; '.join(running)}" if running else ""))
-        return "; ".join(lines) + "; nothing was published. Check the input named (a file truncated or rewritten " \
-            "while it was read, a damaged disk) and the memory of the host (the OOM killer), then run again"
+        for worker in dead:
+            proc = self._procs[worker]
+            proc.join(5)
+            job = self._holding.get(worker)
+            doing = f"running {job_name(self._dataset, job)}" if job is not None else "before it started a task"
+            code = proc.exitcode
+            status = exit_status(code) if code is not None else "died abruptly"
+            lines.append(f"a pool worker (pid {proc.pid}) {doing} {status}")
+        for proc in self._procs:  # the run fails: the others' jobs are abandoned, as their .partial files are
+            if proc.exitcode is None:
+                proc.terminate()
+        return WorkerDied("; ".join(lines) + "; nothing was published. Check the input named (a file truncated or "
+                          "rewritten while it was read, a damaged disk) and the memory of the host (the OOM killer), "
+                          "then run again")
+
+    def close(self) -> None:
+        """Let every worker finish its job (its answer is read and dropped: the run is over), then
+        tell it to exit and wait for it."""
+        while self._holding_alive():
+            try:
+                self.finished(None)
+            except BaseException:  # noqa: BLE001 - a second failure adds nothing to the first
+                pass
+        for conn in self._conns:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        for proc in self._procs:
+            proc.join()
+        for conn in self._conns:
+            conn.close()
+
+    def _holding_alive(self) -> bool:
+        for worker in list(self._holding):
+            if self._procs[worker].exitcode is not None:
+                self._free(worker)
+        return bool(self._holding)
 
 
-def open_pool(spec: DatasetSpec, shards: list[Shard], workers: int, counters: ShardCounters | None,
-              period: float, log: Log | None) -> tuple[ProcessPoolExecutor, Callable[[list[int]], None] | None]:
-    """The pool, and the stall watch to call while it works (None: not watched); the shared
-    counters and pid slots reach the workers in their `WorkerStart`. The text writer keeps its
-    thread only while the pool leaves a core spare."""
-    shard_pids, watch = None, None
-    if counters is not None and (spec.stall_seconds > 0 or spec.stall_timeout_seconds > 0):
-        shard_pids = TaskPids.shared(len(shards))
-        limits = StallLimits(spec.stall_seconds or float("inf"), spec.stall_timeout_seconds)
-        watch = StallWatch(spec.key, shards, counters, shard_pids, limits, log).check
-    slots = TaskPids.shared(SLOTS)
-    start = WorkerStart(dict(os.environ), os.getcwd(), workers < usable_cpus(), slots, counters, period, shard_pids)
-    pool = TaskPool(workers, start_worker, (start,), slots)
-    return pool, watch
+def worker_start(work: PartWork, workers: int, counters: ShardCounters | None, period: float) -> WorkerStart:
+    """What each worker of a run's pool starts with: the text writer keeps its thread only while
+    the pool leaves a core spare."""
+    return WorkerStart(work, dict(os.environ), os.getcwd(), workers < usable_cpus(), counters, period)
 
 
 def exit_status(code: int) -> str:
@@ -121,66 +177,15 @@ def exit_status(code: int) -> str:
     return f"exited with code {code}"
 
 
-def task_name(fn: Callable, args: Sequence[object]) -> str:
-    """What a task works on, from its arguments (and the spec of the work it is a method of):
-    `dataset 'd' shard 'a.txt@r1' (file a.txt, range 1)`."""
-    owner_spec = getattr(getattr(fn, "__self__", None), "spec", None)
-    dataset = next((f"dataset {a.key!r} " for a in (owner_spec, *args) if isinstance(a, DatasetSpec)), "")
-    for a in args:
-        if isinstance(a, Shard):
-            files = [f.rel for f in a.files]
-            shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-            where = f", range {a.files[0].range.index}" if a.files[0].range is not None else ""
-            return f"{dataset}shard {a.key!r} (file{'s' if len(files) > 1 else ''} {shown}{where})"
-        if isinstance(a, InputFile):
-            where = f" range {a.range.index}" if a.range is not None else ""
-            return f"{dataset}the count of {a.rel!r}{where}"
-    return f"{dataset}{getattr(fn, '__name__', 'a task')}"
-
-
-def submit_timed(pool: ProcessPoolExecutor, clock: StageClock, stage: str, fn: Callable[..., T],
-                 *args: object) -> "Future[T]":
-    """`pool.submit(fn, *args)`, timed in the worker under `stage`; cancelling the returned future
-    cancels the task."""
-    if isinstance(pool, TaskPool):
-        inner = pool.submit_marked(task_name(fn, args), fn, *args)
-    else:
-        inner = pool.submit(timed_call, fn, *args)
-    outer: Future[T] = Future()
-
-    def settle(done: "Future[Timed[T]]") -> None:
-        if done.cancelled():
-            outer.cancel()
-            return
-        exc = done.exception()
-        if exc is not None:
-            _settle_unless_cancelled(outer.set_exception, pool.died(exc) if isinstance(pool, TaskPool) else exc)
-            return
-        timed = done.result()
-        clock.task_done(stage, timed)
-        _settle_unless_cancelled(outer.set_result, timed.result)
-
-    outer.add_done_callback(lambda f: f.cancelled() and inner.cancel())
-    inner.add_done_callback(settle)
-    return outer
-
-
-class TimedPool(Executor):
-    """A run's pool as the range scheduler sees it: `submit(work.extract, ...)` runs in a worker,
-    timed under the stage the method is named for (`extract`, `count`; engine/stage_clock.py)."""
-
-    def __init__(self, pool: ProcessPoolExecutor, clock: StageClock):
-        self._pool, self._clock = pool, clock
-
-    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> "Future[T]":
-        assert not kwargs, "pool tasks take positional arguments"
-        return submit_timed(self._pool, self._clock, fn.__name__, fn, *args)
-
-
-def _settle_unless_cancelled(setter: Callable[[Any], None], value: object) -> None:
-    """The caller may cancel a task that is already running (a stall kill cancels what is left):
-    how it ends is then nobody's news, not an InvalidStateError traceback on stderr (issue 34)."""
-    try:
-        setter(value)
-    except InvalidStateError:
-        pass
+def job_name(dataset: str, job: Job) -> str:
+    """What a job works on: `dataset 'd' shard 'a.txt%r1' (file a.txt, range 1)`, or `dataset 'd'
+    the count of 'a.txt' range 0`."""
+    if isinstance(job, Counting):
+        where = f" range {job.file.range.index}" if job.file.range is not None else ""
+        return f"dataset {dataset!r} the count of {job.file.rel!r}{where}"
+    assert isinstance(job, Extracting)
+    files = [f.rel for f in job.shard.files]
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    rng = job.shard.files[0].range
+    where = f", range {rng.index}" if rng is not None else ""
+    return f"dataset {dataset!r} shard {job.shard.key!r} (file{'s' if len(files) > 1 else ''} {shown}{where})"

@@ -12,6 +12,8 @@ import os
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Protocol
 
 from xxhash import xxh3_64_intdigest
@@ -30,24 +32,23 @@ from ..extractors.extract_context import (
 from ..extractors.input_file import InputFile, is_input_error
 from ..planning.input_stamps import (
     InputChanged,
-    InputDigest,
     changed_entry,
     describe_change,
-    digest_of,
-    same_bytes_as_read,
+    only_metadata_may_differ,
     stamp_of,
 )
 from ..planning.shards import Shard
 from ..schema import Document
-from ..store.dataset_store import DatasetStore, OutputWriteError, partial, write_atomic
+from ..store.dataset_store import DatasetStore, OutputWriteError, PartPaths, partial, write_atomic
 from ..store.length_stats import LengthCounter, LengthStats
 from ..store.part_meta import PartMeta
-from ..utils.gzipio import LEVEL, RANGE_PART_LEVEL, ChunkWriter, fsync_file
+from ..utils.gzipio import LEVEL, RANGE_PART_LEVEL, ChunkWriter, fsync_file, start_writeback
 from .document_encoder import Drop, encode_document
 from .sidecar_writer import SidecarWriter
 
 Progress = Callable[[int, int, int], None]  # (documents, text bytes, input files finished) so far in this part
 _UID_FLUSH = 1 << 16
+RECHECK = ".recheck"  # a second attempt's files (`recheck_whole_files`), removed with it
 _PROGRESS_EVERY = 1000  # documents between hook calls; the hook also runs after each file
 
 
@@ -205,9 +206,9 @@ class PartWriter(PartAccounts):
     (which returns the meta) or `abort` (which removes every file of the attempt)."""
 
     def __init__(self, spec: DatasetSpec, shard: Shard, store: DatasetStore, progress: Progress | None = None,
-                 start: RangeStart = AT_FILE_START, text_thread: bool = True):
+                 start: RangeStart = AT_FILE_START, text_thread: bool = True, paths: PartPaths | None = None):
         store.parts.mkdir(parents=True, exist_ok=True)
-        self.paths = store.part_paths(shard.key)
+        self.paths = store.part_paths(shard.key) if paths is None else paths  # other paths: a second attempt
         self._tmp_text, self._tmp_ann, self._tmp_uids = map(
             partial, (self.paths.text, self.paths.annotations, self.paths.uids))
         self.paths.meta.unlink(missing_ok=True)  # the part is uncommitted from here on
@@ -224,6 +225,7 @@ class PartWriter(PartAccounts):
             self._remove_partials()
             raise OutputWriteError.of(spec, store.parts, exc) from exc
         self._uid_sink = self._uid_file
+        self._has_annotations: bool | None = None  # known once the outputs are closed
         # `text_thread`: the text is compressed on a helper thread (gzipio.ChunkWriter), worth it only
         # when the process has a core to spare beside its own; a pool that fills the machine turns it
         # off (worker_context.WorkerContext.text_writer_thread, docs/splitting.md "Fixed costs").
@@ -254,10 +256,20 @@ class PartWriter(PartAccounts):
             raise OutputWriteError.of(self._spec, self._store.parts, exc) from exc
         return meta
 
+    def _close_outputs(self) -> bool:
+        """Everything written reaches the part's `.partial` files; whether it has annotations."""
+        if self._has_annotations is None:
+            self._uids.tofile(self._uid_file)
+            del self._uids[:]
+            self._text.close()
+            self._has_annotations = self._sidecar_writer.close()
+            self._text_file.flush()
+            self._uid_file.flush()
+        return self._has_annotations
+
     def _finish_files(self) -> bool:
-        self._uids.tofile(self._uid_file)
-        self._text.close()
-        has_annotations = self._sidecar_writer.close()
+        has_annotations = self._close_outputs()
+        start_writeback(self._uid_file.fileno())  # on its way while the text's fsync waits
         fsync_file(self._text_file)
         fsync_file(self._uid_file)
         try:
@@ -265,6 +277,15 @@ class PartWriter(PartAccounts):
         finally:
             self._uid_file.close()
         return has_annotations
+
+    def same_output(self, other: "PartWriter") -> bool:
+        """Whether `other`, a second attempt at the same part, wrote the same bytes and counted the
+        same documents, drops, warnings and lengths (`recheck_whole_files`)."""
+        mine, theirs = self._close_outputs(), other._close_outputs()
+        if mine != theirs or replace(self._meta(mine), seconds=0) != replace(other._meta(theirs), seconds=0):
+            return False
+        pairs = [(self._tmp_text, other._tmp_text), (self._tmp_uids, other._tmp_uids)]
+        return all(_same_bytes(a, b) for a, b in pairs + ([(self._tmp_ann, other._tmp_ann)] if mine else []))
 
     def _meta(self, has_annotations: bool) -> PartMeta:
         shard = self._shard
@@ -294,21 +315,49 @@ class PartWriter(PartAccounts):
             p.unlink(missing_ok=True)
 
 
-def check_inputs_unchanged(dataset: str, shard: Shard, read: tuple[InputDigest | None, ...] = ()) -> None:
-    """Raise InputChanged, naming the file, when an input's stat differs from the plan's (a write,
-    a rename over it, a removal), so the part read from it is never committed; unless only its
-    metadata changed, as the digest `read` before the extractor read it shows (planning/input_stamps.py)."""
-    for i, (file, planned) in enumerate(zip(shard.files, shard.stamps, strict=False)):
+def _same_bytes(a: Path, b: Path) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def inputs_changed(dataset: str, shard: Shard) -> tuple[InputChanged | None, bool]:
+    """The InputChanged to raise, naming the first file whose stat differs from the plan's (a
+    write, a rename over it, a removal), or None; and whether a second extraction may still show
+    that only metadata changed: every changed input is a whole file (not a range of a split file,
+    whose other ranges may have been read before the change) still at its planned size."""
+    changed: InputChanged | None = None
+    maybe_metadata = True
+    for file, planned in zip(shard.files, shard.stamps, strict=False):
         now = stamp_of(file.path)
         inner = changed_entry(planned, now)
-        if inner is not None and not same_bytes_as_read(file.path, planned, now, read[i] if i < len(read) else None):
-            raise InputChanged(describe_change(dataset, file.rel, inner), file.rel)
+        if inner is None:
+            continue
+        changed = changed or InputChanged(describe_change(dataset, file.rel, inner), file.rel)
+        maybe_metadata = maybe_metadata and file.range is None and only_metadata_may_differ(planned, now)
+    return changed, maybe_metadata
 
 
-def digest_to_read(shard: Shard, file: InputFile) -> InputDigest | None:
-    """The digest of a whole input file just before it is read, for `check_inputs_unchanged`; None
-    for a range (planning/input_stamps.py says why) or an unstamped shard."""
-    return digest_of(file.path) if shard.stamps and file.range is None else None
+def recheck_whole_files(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
+                        written: PartWriter) -> bool:
+    """An input's stamp moved but not its size (a `touch`, a `chmod`, a hard link: issue 34, case 6;
+    or a rewrite in place): the shard is extracted once more beside the first attempt (`.recheck`
+    files), and the part may commit if its inputs hold still meanwhile and the two attempts wrote
+    the same bytes: then the part is what the files hold now. The first read costs nothing extra;
+    only this rare case reads the files again (planning/input_stamps.py)."""
+    before = [stamp_of(f.path) for f in shard.files]
+    paths = PartPaths(*(p.with_name(p.name + RECHECK) for p in written.paths))
+    again = PartWriter(spec, shard, store, None, AT_FILE_START, False, paths)
+    try:
+        for file in shard.files:
+            again.extract_file(extractor, file)
+        return [stamp_of(f.path) for f in shard.files] == before and written.same_output(again)
+    finally:
+        again.abort()
 
 
 def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, store: DatasetStore,
@@ -318,17 +367,18 @@ def write_part_counted(spec: DatasetSpec, extractor: Extractor, shard: Shard, st
     and what the part adds to its file's counts (for the ranges after it). A range of a split file
     continues where its `start` says; a speculative one (docs/splitting.md) raises NeedsBefore,
     with every file of the attempt removed, when the part would depend on the ranges before it.
-    `text_thread`: see `PartWriter`."""
+    An input whose stat changed since the plan fails the run with InputChanged, unless only its
+    metadata changed (`recheck_whole_files`). `text_thread`: see `PartWriter`."""
     writer = PartWriter(spec, shard, store, progress, start, text_thread)
     try:
-        read: list[InputDigest | None] = []
         for file in shard.files:
-            read.append(digest_to_read(shard, file))
             writer.extract_file(extractor, file)
             writer.files_done += 1
             if progress is not None:
                 progress(writer.docs, writer.text_bytes, writer.files_done)
-        check_inputs_unchanged(spec.key, shard, tuple(read))
+        changed, maybe_metadata = inputs_changed(spec.key, shard)
+        if changed is not None and not (maybe_metadata and recheck_whole_files(spec, extractor, shard, store, writer)):
+            raise changed
         meta = writer.commit()
     except BaseException:
         writer.abort()

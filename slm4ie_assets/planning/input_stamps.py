@@ -9,21 +9,19 @@ in between shows. A part whose input changed is not committed, so a published ve
 two states of one file.
 
 ctime also moves on a `touch`, a `chmod` or a new hard link, which leave the bytes as they were
-(issue 34, case 6: a backup tool's hard links cost a full rerun). So a part that reads whole files
-first takes a digest of each (xxh3-128, streamed; the page cache then serves the extractor's read),
-and when a file's stamp changed but its size did not, the digest is taken again before the run
-fails: the same bytes mean the part read the file as it is, and it is committed. A range of a split
-file has no such digest: its other ranges may have been read before a change, so any change fails
-the run as before. What is not seen: a change made between the digest and the extractor's read and
-undone before the check (the same size, the same bytes at both looks).
+(issue 34, case 6: a backup tool's hard links cost a full rerun). So when a whole file's stamp
+changed but its size did not (`only_metadata_may_differ`), the part writer extracts the shard once
+more and commits only if the inputs held still meanwhile and both attempts wrote the same bytes
+(parts/writer.py, `recheck_whole_files`): the part is then what the files hold now. Until issue 41
+a digest of every whole input was taken before its read for this case, a second read of every
+byte in every run; now only the rare changed file is read twice. A range of a split file is not
+rechecked: its other ranges may have been read before a change, so any change fails the run.
 """
 
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-
-from xxhash import xxh3_128
 
 # (size, mtime_ns, ctime_ns, inode, device) of one file; a directory input: of every file in it
 StatTuple = tuple[int, int, int, int, int]
@@ -70,54 +68,6 @@ def stamp_of(path: Path) -> InputStamp:
     return InputStamp(tuple(entries))
 
 
-@dataclass(frozen=True, slots=True)
-class InputDigest:
-    """A digest of the bytes of one input (a config directory: of each file below it, in walk
-    order, as `InputStamp`); None for a file that could not be read."""
-
-    entries: tuple[tuple[str, bytes | None], ...]
-
-
-DIGEST_CHUNK = 1 << 20
-
-
-def _file_digest(path: str) -> bytes | None:
-    """None for what is not a regular file: a FIFO among a config's files must not block the run
-    here (O_NONBLOCK keeps the open from waiting for a writer), whatever its extractor makes of it."""
-    h = xxh3_128()
-    buf = bytearray(DIGEST_CHUNK)
-    view = memoryview(buf)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        os.set_blocking(fd, True)
-        with open(fd, "rb", buffering=0, closefd=False) as fh:
-            while n := fh.readinto(buf):
-                h.update(view[:n])
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return h.digest()
-
-
-def digest_of(path: Path) -> InputDigest:
-    """The digest of the input's bytes now (streamed, one chunk in memory)."""
-    if not path.is_dir():
-        return InputDigest((("", _file_digest(str(path))),))
-    entries: list[tuple[str, bytes | None]] = []
-    for dirpath, dirnames, filenames in os.walk(path):
-        dirnames.sort()
-        rel_dir = os.path.relpath(dirpath, path)
-        for name in sorted(filenames):
-            entries.append((f"{rel_dir}/{name}", _file_digest(os.path.join(dirpath, name))))
-    return InputDigest(tuple(entries))
-
-
 def only_metadata_may_differ(planned: InputStamp, now: InputStamp) -> bool:
     """The same names, and every one that changed still stats at its planned size: a change the
     bytes must decide (`touch`, `chmod`, a hard link, or a rewrite in place)."""
@@ -125,14 +75,6 @@ def only_metadata_may_differ(planned: InputStamp, now: InputStamp) -> bool:
         return False
     return all(before == after or (before is not None and after is not None and before[0] == after[0])
                for (_, before), (_, after) in zip(planned.entries, now.entries, strict=True))
-
-
-def same_bytes_as_read(path: Path, planned: InputStamp, now: InputStamp, read: InputDigest | None) -> bool:
-    """Whether an input whose stamp changed still holds the bytes this run read: only when its
-    size did not change and the digest taken before the read is given; digests only then."""
-    if read is None or not only_metadata_may_differ(planned, now):
-        return False
-    return None not in (digest for _, digest in read.entries) and digest_of(path) == read
 
 
 def changed_entry(planned: InputStamp, now: InputStamp) -> str | None:

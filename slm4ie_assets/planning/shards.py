@@ -103,8 +103,8 @@ def _group_shard(key: str, files: list[InputFile], fps: list[Fingerprint], stamp
                  tuple(stamps))
 
 
-AUTO_RANGE = 32 * 1024**2  # split_bytes unset: a range's fixed costs stay a few % on 2 cores, 300 MB is 10 ranges
-MAX_AUTO_RANGES = 256  # a file over 8 GiB gets bigger ranges instead of more: its partitions and parts stay few
+AUTO_RANGE = 8 * 1024**2  # split_bytes unset: 512 MiB is 64 ranges (a 64-core node busy), 300 MB 36 (issue 41)
+MAX_AUTO_RANGES = 256  # a file over 2 GiB gets bigger ranges instead of more: its partitions and parts stay few
 
 
 def range_bytes(split_bytes: int | None, size: int) -> int:

@@ -19,18 +19,19 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
+from ..engine.pool_server import usable_cpus
 from ..engine.stage_clock import StageClock
 from ..planning.shards import Shard
 from ..utils.gzipio import GzipMemberWriter, start_writeback
-from .dataset_store import DatasetStore, PartPaths
+from .dataset_store import DatasetStore
+from .member_builds import MemberBuilds, PartStamp, part_stamp
 from .offset_copy import CopyJob, append_file, copy_all_at
 from .part_meta import PartMeta
 from .sidecar_units import MemberFeed, Source, is_split, publish_units, sidecar_source
 
 _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EACCES}
-FileStamp = tuple[int, int, int, int] | None  # (inode, size, mtime_ns, ctime_ns); None: no file
 
 
 def assemble(path: Path, sources: list[Source]) -> None:
@@ -68,32 +69,15 @@ def create_0644(path: str, flags: int) -> int:
     return os.open(path, flags, 0o644)
 
 
-def _file_stamp(path: Path) -> FileStamp:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-class PartStamp(NamedTuple):
-    """What a staged copy was made from; equal stamps mean the same committed bytes."""
-
-    meta: PartMeta
-    text: FileStamp
-    annotations: FileStamp
-
-
-def part_stamp(paths: PartPaths, meta: PartMeta) -> PartStamp:
-    return PartStamp(meta, _file_stamp(paths.text), _file_stamp(paths.annotations) if meta.has_annotations else None)
-
-
 def _truncate(fh: BinaryIO, size: int) -> None:
     """Make `fh` end at `size` (a no-op when it does: truncating costs a metadata write)."""
     fh.flush()
     if os.fstat(fh.fileno()).st_size != size:
         fh.truncate(size)
     fh.seek(size)
+
+
+_WAKE = object()  # a stager queue item: a member's task ended
 
 
 class _Replaced(Exception):
@@ -119,11 +103,14 @@ class VersionStager:
         self._text_ends: list[int] = []  # text size after each shard
         self._side_ends: list[int] = []  # sidecar size after each group, once it is open
         self._side: BinaryIO | None = None
-        self._member: MemberFeed | None = None  # a split file's member, fed as its ranges are staged
+        self._annotated = False  # a committed part has annotations: the version has a sidecar
         self._failed: BaseException | None = None
         self._done = False
         self.folder.mkdir(parents=True)
         self._text: BinaryIO = open(self.folder / text_name, "xb", opener=create_0644)
+        # each split file's member, built apart as its ranges are committed (store/member_builds.py)
+        self._members = MemberBuilds(self.folder, store, shards, [g for g in self._groups if is_split(shards[g.start])],
+                                     usable_cpus(), self._clock)
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="slm4ie-stager", daemon=True)
         self._thread.start()
@@ -132,12 +119,20 @@ class VersionStager:
         """Shard `index` has a current part with `meta` (written by this run or found current)."""
         self._queue.put((index, meta))
 
+    def _woken(self) -> None:
+        """A member's task ended: look again (start the next, append what is complete)."""
+        self._queue.put(_WAKE)
+
     def _run(self) -> None:
         stopped = False
         try:
             while (item := self._queue.get()) is not None:
-                index, meta = item
-                self._metas[index] = meta
+                if item is not _WAKE:
+                    index, meta = item
+                    self._metas[index] = meta
+                    self._annotated = self._annotated or meta.has_annotations
+                if self._annotated:  # no sidecar without a part with annotations: no member to build
+                    self._members.start_ready(self._metas, self._woken)
                 with self._clock.timed("stage"):
                     self._advance(checked=True)
         except _Replaced:
@@ -198,12 +193,12 @@ class VersionStager:
             self._side = open(self.folder / self._side_name, "xb", opener=create_0644)
         while len(self._side_ends) < len(self._groups):
             members = self._groups[len(self._side_ends)]
-            if is_split(self.shards[members.start]):
-                if not self._feed_member(members, staged, checked):
-                    return
-                continue
             if members.stop > staged:
                 return
+            if is_split(self.shards[members.start]):
+                if not self._append_member(members, checked):
+                    return
+                continue
             pairs = [(self.shards[i], self._stamps[i].meta) for i in members]
             src = sidecar_source(self.store, pairs)
             if src is not None:
@@ -214,23 +209,22 @@ class VersionStager:
                 raise _Replaced(members.start)
             self._side_ends.append(self._side.tell())
 
-    def _feed_member(self, members: range, staged: int, checked: bool) -> bool:
-        """Feed the staged ranges of the split file `members` into its member; True once complete."""
-        if self._side is None:
+    def _append_member(self, members: range, checked: bool) -> bool:
+        """Append the split file `members`' member, built apart from the very parts staged; at the
+        publish (`checked` False) one not built so is written here, from the parts. False: not
+        ready yet."""
+        assert self._side is not None
+        build = self._members.builds[members.start]
+        if build.holds(self._stamps[members.start:members.stop]):
+            append_file(build.path, self._side)
+            build.discard()
+        elif checked:
             return False
-        if self._member is None:
-            self._member = MemberFeed(self._side, members.start)
-        member = self._member
-        while member.next < min(staged, members.stop):
-            i = member.next
-            paths = self.store.part_paths(self.shards[i].key)
-            member.feed(paths, self._stamps[i].meta)
-            if checked and part_stamp(paths, self._stamps[i].meta) != self._stamps[i]:
-                raise _Replaced(i)
-        if member.next < members.stop:
-            return False
-        member.close()
-        self._member = None
+        else:  # the publish, under the exclusive lock: fed again from the current parts
+            member = MemberFeed(self._side, members.start)
+            for i in members:
+                member.feed(self.store.part_paths(self.shards[i].key), self._stamps[i].meta)
+            member.close()
         self._side.flush()
         self._side_ends.append(self._side.tell())
         return True
@@ -239,6 +233,7 @@ class VersionStager:
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
+        self._members.stop()
 
     def _kept(self, metas: list[PartMeta]) -> int:
         """Staged shards, from the first, whose parts are all still the ones staged."""
@@ -253,9 +248,6 @@ class VersionStager:
         _truncate(self._text, self._text_ends[shards - 1] if shards else 0)
         del self._stamps[shards:], self._text_ends[shards:]
         if self._side is not None:
-            if self._member is not None and shards >= self._member.next:
-                return  # every range fed into the open member is kept: nothing to cut from the sidecar
-            self._member = None  # a member fed in part goes with what follows the last whole group
             groups = sum(1 for g in self._groups[:len(self._side_ends)] if g.stop <= shards)
             _truncate(self._side, self._side_ends[groups - 1] if groups else 0)
             del self._side_ends[groups:]
@@ -272,7 +264,7 @@ class VersionStager:
         moved into `versions/`; None if the staged files are gone or failed (publish starts over).
         The caller holds the dataset lock EXCLUSIVE and `metas` are the current parts'."""
         self._stop()
-        if self._failed is not None or not self._staged_files_are_ours():
+        if self._failed is not None or self._members.failed is not None or not self._staged_files_are_ours():
             self.discard()
             return None
         self._rewind(self._kept(metas))
@@ -289,6 +281,7 @@ class VersionStager:
                 fh.flush()
                 os.fsync(fh.fileno())
                 fh.close()
+        self._members.discard()  # members built but not used (their files were fed again above)
         version = self.store.versions / self.name
         self.store.versions.mkdir(parents=True, exist_ok=True)
         os.rename(self.folder, version)
@@ -301,6 +294,7 @@ class VersionStager:
         if self._done:
             return
         self._done = True
+        self._members.discard()
         for fh in (self._text, self._side):
             if fh is not None:
                 try:

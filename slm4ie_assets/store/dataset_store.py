@@ -20,6 +20,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -95,6 +96,14 @@ class PartPaths(NamedTuple):
     meta: Path  # written last: its presence commits the part
 
 
+@lru_cache(maxsize=4096)
+def _part_paths(parts: Path, shard_key: str) -> PartPaths:
+    """A part's four paths (a hash and four path joins, asked for a dozen times per part written)."""
+    base = parts / hashlib.sha1(shard_key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return PartPaths(base.with_suffix(".jsonl"), base.with_suffix(".ann.gz"), base.with_suffix(".uids"),
+                     base.with_suffix(".meta.json"))
+
+
 class DatasetStore:
     """Paths and state of one dataset under the output folder."""
 
@@ -114,9 +123,7 @@ class DatasetStore:
         return hashlib.sha1(shard_key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
     def part_paths(self, shard_key: str) -> PartPaths:
-        base = self.parts / self.part_id(shard_key)
-        return PartPaths(base.with_suffix(".jsonl"), base.with_suffix(".ann.gz"), base.with_suffix(".uids"),
-                         base.with_suffix(".meta.json"))
+        return _part_paths(self.parts, shard_key)
 
     def shard_lock(self, shard_key: str) -> Path:
         return self.shard_locks / f"{self.part_id(shard_key)}.lock"

@@ -30,13 +30,14 @@ from .part_meta import PartMeta, merged_drops, merged_repairs
 from .sidecar_units import sidecar_sources
 
 
-def publish(spec: DatasetSpec, shards: list[Shard], store: DatasetStore,
-            discovery: list[str] | None = None, stager: VersionStager | None = None) -> Manifest:
+def publish(spec: DatasetSpec, shards: list[Shard], store: DatasetStore, discovery: list[str] | None = None,
+            stager: VersionStager | None = None, metas: list[PartMeta] | None = None) -> Manifest:
     """Concatenate the current parts in shard order into a new version and swap it in; with a
     `stager`, what it has already staged is kept (store/assembly.py). `discovery` names raw entries that
-    could not be listed or read (counted as `unreadable_path`). A failure before the swap removes
-    the new version (and the staged one): the published pair stays as it was."""
-    metas = current_metas(spec, shards, store)
+    could not be listed or read (counted as `unreadable_path`). `metas`: the current parts' metas,
+    when the caller has just read and checked them under the same lock. A failure before the swap
+    removes the new version (and the staged one): the published pair stays as it was."""
+    metas = current_metas(spec, shards, store) if metas is None else metas
     version: Path | None = None
     try:
         version = stager.finish(metas) if stager is not None else None

@@ -9,9 +9,10 @@ import pytest
 
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.engine.pool_worker import InProcess, PartWork
+from slm4ie_assets.engine.range_scheduler import Counting, Extracting
 from slm4ie_assets.engine.stage_clock import StageClock
 from slm4ie_assets.engine.worker_context import WorkerContext
-from slm4ie_assets.engine.worker_pool import task_name
+from slm4ie_assets.engine.worker_pool import job_name
 from slm4ie_assets.extractors.extract_context import RangeStart
 from slm4ie_assets.extractors.input_file import FileRange, InputFile
 from slm4ie_assets.pipeline import MissingRawDir, StrictModeViolation, extract_dataset, plan_dataset
@@ -260,16 +261,17 @@ def test_duplicate_examples_are_found_deep_in_a_part_and_named_in_document_order
 
 
 def test_one_unit_of_work_runs_in_process_and_in_the_pool_and_names_what_it_holds(tmp_path):
-    """`PartWork` is what the scheduler hands out, in both paths: pickled for a pool worker it is
-    its spec and force alone (never the calling process's context, clock or log), and a task of it
+    """`PartWork` is what the scheduler's jobs run, in both paths: pickled for a pool worker it is
+    its spec and force alone (never the calling process's context, clock or log), and a job of it
     is named after its dataset and shard, or the range it counts (worker_pool.WorkerDied)."""
     cat, spec = setup(tmp_path, {"a.jsonl": jl({"doc_id": "s1", "text": "x"})})
     shard = plan_dataset(spec).shards[0]
     pooled = PartWork(spec, force=True)
     here = PartWork(spec, True, InProcess(WorkerContext.in_process(None, 1.0), StageClock()))
-    assert pickle.loads(pickle.dumps(pooled.extract)).__self__ == pooled
-    outcome = here.extract(0, shard, RangeStart())
+    assert pickle.loads(pickle.dumps(pooled)) == pooled and pooled.here is None
+    outcome = Extracting(0, shard, RangeStart()).run(here)
     assert outcome.meta is not None and outcome.meta.docs == 1 and here.here.clock.seconds["extract"] > 0
-    assert task_name(pooled.extract, (0, shard, RangeStart())) == f"dataset 'k' shard {shard.key!r} (file a.jsonl)"
+    assert Extracting.stage == "extract" and Counting.stage == "count"
+    assert job_name("k", Extracting(0, shard, RangeStart())) == f"dataset 'k' shard {shard.key!r} (file a.jsonl)"
     ranged = InputFile(spec.raw_dir / "a.jsonl", "a.jsonl", FileRange(1, (0, 5, 9)))
-    assert task_name(pooled.count, (ranged,)) == "dataset 'k' the count of 'a.jsonl' range 1"
+    assert job_name("k", Counting(7, ranged)) == "dataset 'k' the count of 'a.jsonl' range 1"

@@ -97,7 +97,7 @@ def test_one_catalog_plans_the_same_keys_as_a_1_2_and_16_core_host_and_a_300_MB_
     first = keys["pinned to one core (taskset)"]
     assert all(k == first for k in keys.values()), keys
     ranges = [k for k, _ in first["t"] if k.startswith("big.txt%r")]
-    assert ranges == [f"big.txt%r{i}" for i in range(-(-size // AUTO_RANGE))]  # 32 MiB each: 9 ranges
+    assert ranges == [f"big.txt%r{i}" for i in range(-(-size // AUTO_RANGE))]  # 8 MiB each: 36 ranges
     assert len(ranges) > 1
     assert [k for k, _ in first["t"] if "%r" not in k] == ["a.txt", "sub/b.txt", "z.txt"]
 
@@ -142,3 +142,25 @@ def test_an_output_planned_with_other_keys_is_replanned_to_the_same_bytes_and_it
     assert seen[0] == seen[1] == seen[2]
     again = extract_dataset(spec, catalog, workers=1)
     assert again.skipped and again.extracted == [] and _published(out) == seen[0]
+
+
+def test_an_output_planned_at_the_old_default_is_replanned_to_the_new_default_with_the_same_bytes(tmp_path):
+    """Issue 41 made the automatic range 8 MiB (was 32 MiB): a file between the two, published whole
+    by every run before (the old default, pinned here as split_bytes), is re-planned on its next run
+    into ranges of the new default, extracted by two workers; its whole part is retired and the
+    published bytes stay the same. (Ranges re-cut into other ranges: the test above.)"""
+    raw = tmp_path / "raw" / "t"
+    raw.mkdir(parents=True)
+    _write_big_text(raw / "big.txt", 17 << 20)  # under 32 MiB, over 2 x 8 MiB
+    out, seen = tmp_path / "out", []
+    for split, workers in (("split_bytes: 33554432\n", 1), ("", 2)):
+        catalog = _catalog(tmp_path, split)
+        spec = catalog.dataset("t")
+        report = extract_dataset(spec, catalog, workers=workers)
+        planned = [s.key for s in plan_dataset(spec).shards]
+        store = DatasetStore(spec)
+        assert not report.skipped and sorted(report.extracted) == sorted(planned)
+        assert {p.name.split(".", 1)[0] for p in store.parts.iterdir()} == {store.part_id(k) for k in planned}
+        seen.append((planned, _published(out)))
+    assert [planned for planned, _ in seen] == [["big.txt"], [f"big.txt%r{i}" for i in range(3)]]
+    assert seen[0][1] == seen[1][1]

@@ -108,28 +108,25 @@ def test_start_early_is_idempotent_in_a_process():
     assert out.returncode == 0, out.stderr
 
 
-_ASK = "__import__('slm4ie_assets.engine.worker_context', fromlist=['_']).current().text_writer_thread"
-
-
 @pytest.mark.parametrize("spare_core", [True, False])
 def test_a_pool_that_fills_the_machine_writes_text_without_a_helper_thread(tmp_path, monkeypatch, spare_core):
-    """pool_worker.start_worker: the worker context keeps the text writer's thread only while the
-    pool leaves a core spare."""
+    """worker_pool.worker_start: a pool's workers keep the text writer's thread only while the pool
+    leaves a core spare; `pool_worker.serve` makes that the worker's context."""
     from slm4ie_assets.catalog import load_catalog
     from slm4ie_assets.engine import worker_pool
+    from slm4ie_assets.engine.pool_worker import PartWork
+    from slm4ie_assets.engine.worker_context import WorkerContext
 
     config = tmp_path / "extract.yaml"
     (tmp_path / "raw" / "t").mkdir(parents=True)
     config.write_text(f"input_dir: {tmp_path / 'raw'}\noutput_dir: {tmp_path / 'out'}\n"
                       "datasets:\n  t:\n    extractor: text\n    domain: web\n")
     spec = load_catalog(config).dataset("t")
-    cpus = 8 if spare_core else 2
-    monkeypatch.setattr(worker_pool, "usable_cpus", lambda: cpus)
-    pool, _ = worker_pool.open_pool(spec, [], 2, None, 1.0, None)
-    try:
-        assert pool.submit(eval, _ASK).result(timeout=60) is spare_core
-    finally:
-        pool.shutdown()
+    monkeypatch.setattr(worker_pool, "usable_cpus", lambda: 8 if spare_core else 2)
+    start = worker_pool.worker_start(PartWork(spec), 2, None, 1.0)
+    assert start.text_writer_thread is spare_core and start.work == PartWork(spec)
+    context = WorkerContext.in_pool(start.text_writer_thread, start.counters, start.sampling_period)
+    assert context.text_writer_thread is spare_core and context.reporter is None
 
 
 def test_a_worker_context_keeps_one_extractor_per_dataset(tmp_path):

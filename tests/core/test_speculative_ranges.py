@@ -22,6 +22,7 @@ from slm4ie_assets.extractors.text import TextExtractor
 from slm4ie_assets.parts.writer import write_part_counted
 from slm4ie_assets.planning.shards import Shard, plan_shards, range_files
 from slm4ie_assets.store.dataset_store import DatasetStore
+from support.runners import ThreadRunner
 from support.split_outputs import assert_same, extract
 
 
@@ -131,8 +132,8 @@ def test_the_schedule_extracts_again_what_needs_its_before_and_hands_it_the_exac
         return truth[file.range.index]
 
     with ThreadPoolExecutor(workers) as pool:
-        run_pooled(shards, SimpleNamespace(extract=extract, count=count), pool, lambda t, r: None, workers,
-                   RangeStrategy.SPECULATION)
+        runner = ThreadRunner(pool, SimpleNamespace(extract=extract, count=count))
+        run_pooled(shards, runner, lambda t, r: None, workers, RangeStrategy.SPECULATION)
     assert sorted(kept) == list(range(len(shards)))
     for task, start in kept.items():
         want = RangeStart.after(sum(truth[:task], RangeCounts()))

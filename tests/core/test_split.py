@@ -38,6 +38,7 @@ from slm4ie_assets.planning.shards import (
     range_files,
 )
 from slm4ie_assets.store.dataset_store import DatasetStore
+from support.runners import ThreadRunner
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,9 +83,9 @@ def test_split_bytes_top_level_and_per_dataset_and_unset_means_the_automatic_siz
 
 
 @pytest.mark.parametrize("split_bytes,size,expected", [
-    (None, 300_000_000, AUTO_RANGE),  # 32 MiB: 9 ranges, on any host
-    (None, 10 * 10**6, AUTO_RANGE),  # a file up to 32 MiB stays whole
-    (None, MAX_AUTO_RANGES * AUTO_RANGE, AUTO_RANGE),  # up to 8 GiB: 32 MiB ranges
+    (None, 300_000_000, AUTO_RANGE),  # 8 MiB: 36 ranges, on any host
+    (None, 8 * 10**6, AUTO_RANGE),  # a file up to 8 MiB stays whole
+    (None, MAX_AUTO_RANGES * AUTO_RANGE, AUTO_RANGE),  # up to 2 GiB: 8 MiB ranges
     (None, 50 * 10**9, 195_312_500),  # beyond: MAX_AUTO_RANGES ranges, bigger ones
     (1000, 8 * 10**9, 1000),  # extract.yaml's value wins
     (0, 8 * 10**9, 0),
@@ -105,7 +106,7 @@ def test_automatic_ranges_cut_a_big_file_and_leave_a_small_one_whole(tmp_path):
     shards = plan_shards(TextExtractor(), files, split_bytes=None)
     assert [s.key for s in shards if "small" in s.key] == ["small.txt"]
     big = [s for s in shards if "big" in s.key]
-    assert [round(s.size / AUTO_RANGE, 3) for s in big] == [1, 1, 1, 0.487]  # 32 MiB each, the rest last
+    assert [round(s.size / AUTO_RANGE, 3) for s in big] == [1] * 13 + [0.947]  # 8 MiB each, the rest last
     assert len(plan_shards(TextExtractor(), files, split_bytes=0)) == 2
 
 
@@ -353,7 +354,8 @@ def test_the_pool_schedule_hands_every_range_the_sum_of_the_ranges_before_it(tmp
         return truth[file.range.index]
 
     with ThreadPoolExecutor(workers) as pool:
-        run_pooled(shards, SimpleNamespace(extract=extract, count=count), pool, lambda t, r: None, workers)
+        runner = ThreadRunner(pool, SimpleNamespace(extract=extract, count=count))
+        run_pooled(shards, runner, lambda t, r: None, workers)
     expected = RangeCounts()
     for task in range(len(shards)):
         assert seen[task] == expected, task
@@ -384,7 +386,8 @@ def test_split_files_that_keep_the_workers_busy_run_one_chain_each_without_count
         return SimpleNamespace(counts=truth[task], needs_before=False)
 
     with ThreadPoolExecutor(2) as pool:
-        run_pooled(shards, SimpleNamespace(extract=extract, count=counted.append), pool, lambda t, r: None, 2)
+        run_pooled(shards, ThreadRunner(pool, SimpleNamespace(extract=extract, count=counted.append)),
+                   lambda t, r: None, 2)
     assert counted == []
     for task, shard in enumerate(shards):
         earlier = [t for t, s in enumerate(shards) if s.files[0].rel == shard.files[0].rel
@@ -393,3 +396,50 @@ def test_split_files_that_keep_the_workers_busy_run_one_chain_each_without_count
         for t in earlier:
             want = want + truth[t]
         assert seen[task] == want
+
+
+def test_two_chains_extract_the_counted_ranges_in_file_order_and_the_last_chain_runs_longer(tmp_path):
+    """Issue 41: the ranges before the last chain were extracted backwards (the ready range furthest
+    into the file went first), so the first range came last and the version stager could copy no
+    part before the end: the whole output was copied after the last part. Now the counted ranges go
+    in file order and the last chain holds a tenth more than half, so they are done (and staged)
+    first, and fewer ranges are counted."""
+    raw = _text_file(tmp_path, 3000)
+    shards = plan_shards(TextExtractor(), discover(raw, (".txt",)), split_bytes=10_000)
+    n = len(shards)
+    order: list[int] = []
+    counted: list[int] = []
+
+    def extract(task: int, shard: Shard, start: RangeStart) -> SimpleNamespace:
+        order.append(task)
+        return SimpleNamespace(counts=RangeCounts(docs=1, lines=2), needs_before=False)
+
+    def count(file: InputFile) -> RangeCounts:
+        counted.append(file.range.index)
+        return RangeCounts(docs=1, lines=2)
+
+    with ThreadPoolExecutor(1) as pool:  # one thread: the picks in order, two slots as two workers keep
+        run_pooled(shards, ThreadRunner(pool, SimpleNamespace(extract=extract, count=count)),
+                   lambda t, r: None, 2)
+    first_chain = [t for t in order if t < len(counted)]
+    assert n > 10 and sorted(counted) == list(range(len(counted))) and len(counted) < n / 2
+    assert first_chain == sorted(first_chain) == list(range(len(counted)))
+    assert [t for t in order if t >= len(counted)] == list(range(len(counted), n))  # the last chain, in order
+
+
+@pytest.mark.parametrize("bad_at", [None, 10, 300_000, 700_000, -5])
+def test_the_quick_text_count_checks_utf8_a_slice_at_a_time_with_lines_longer_than_a_slice(tmp_path, bad_at):
+    """text._check_utf8 checks a quarter MiB at a time, cut after a line end: an invalid byte in any
+    slice, or inside a line longer than a slice, still makes the count give way to the full pass."""
+    blocks = [("vrstica z besedami čšž " * 20 + "\n") * 3 for _ in range(400)]
+    long_line = ("dolga vrstica " * 30_000).encode()  # 420 KB without a line end
+    data = bytearray(b"\n".join(b.encode() for b in blocks[:200]) + b"\n" + long_line + b"\n\n"
+                     + b"\n".join(b.encode() for b in blocks[200:]))
+    if bad_at is not None:
+        data[bad_at] = 0xFF
+    path = tmp_path / "x.txt"
+    path.write_bytes(bytes(data))
+    file = InputFile(path, "x.txt")
+    assert len(data) > 3 * text_module._CHECK
+    assert count_blocks(file) == count_documents(file)
+    assert (count_blocks(file) is None) == (bad_at is not None)

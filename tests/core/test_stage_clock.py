@@ -24,6 +24,7 @@ def test_a_split_run_on_two_workers_times_every_stage(tmp_path):
     assert stages["count"] > 0 and stages["extract"] > 0 and stages["pool_start"] > 0
     assert stages["plan"] > 0 and stages["publish"] > 0 and stages["stage"] > 0
     assert stages["pool_start"] < report.seconds
+    assert report.stage_cpu["count"] > 0 and report.stage_cpu["extract"] > 0  # the workers' own CPU seconds
 
 
 def test_one_worker_unsplit_has_no_pool_and_no_count(tmp_path):

@@ -116,9 +116,9 @@ def test_a_partly_staged_version_is_completed_and_a_dropped_one_leaves_nothing(t
 
 
 def test_a_split_files_member_is_fed_range_by_range_and_completed_or_cut_back_at_publish(tmp_path):
-    """A split file's one sidecar member is written as its ranges are staged (sidecar_units.MemberFeed):
-    a publish that finds it fed in part, at every point, completes it; a range replaced after it
-    was fed cuts the sidecar back to the member's start, which is fed again. The same bytes always."""
+    """A split file's one sidecar member is built as its ranges are committed, apart from the other
+    files' (store/member_builds.py): a publish that finds it fed in part, at every point, completes
+    it; a range replaced after it was fed makes it fed again. The same bytes always."""
     cat, spec = _dataset(tmp_path, 1, split_bytes=700)
     expected = _reference(cat, spec)
     shards = plan_dataset(spec).shards
@@ -144,7 +144,9 @@ def test_a_split_files_member_is_fed_range_by_range_and_completed_or_cut_back_at
     m = next(i for i in middle if shards[i].files[0].rel != "f0.jsonl")  # f0 has no annotations
     stager, _ = _stage(spec, upto=m + 1)
     stager._stop()
-    assert stager._member is not None and stager._member.next == m + 1
+    build = next(b for b in stager._members.builds.values() if m in b.unit)  # its member, built apart
+    build.feed_ready(store, shards, stager._metas)  # what its task had not fed yet when the stager stopped
+    assert build.next == m + 1 and not build.done
     paths = store.part_paths(shards[m].key)
     for path in (paths.text, paths.annotations):
         copy = path.with_name(path.name + ".copy")
@@ -152,3 +154,16 @@ def test_a_split_files_member_is_fed_range_by_range_and_completed_or_cut_back_at
         os.replace(copy, path)
     publish(spec, shards, store, stager=stager)
     assert _published(spec) == expected
+
+
+def test_a_version_without_annotations_builds_no_split_file_member(tmp_path):
+    """store/member_builds.py: no part with annotations, no sidecar, so no member of stub lines is
+    built for a split file (a text corpus's ranges would be read back and compressed for nothing)."""
+    cat, spec = _dataset(tmp_path, 6, split_bytes=700)  # no file has annotations
+    extract_dataset(spec, cat, force=True, workers=1)
+    stager, shards = _stage(spec)
+    stager._stop()
+    assert any(s.files[0].range is not None for s in shards)
+    assert not list(stager.folder.glob("member-*"))
+    version = stager.finish(current_metas(spec, shards, DatasetStore(spec)))
+    assert version is not None and not (version / spec.sidecar_path.name).exists()

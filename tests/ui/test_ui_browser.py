@@ -46,6 +46,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 RUN_TIMEOUT = 300
 # a progress line every 50 ms, so the sample corpus's sub-second run logs several (README, "Follow a run")
 PROGRESS_SECONDS = "0.05"
+SHARDS = 6  # the partitions of shards/news_txt: the lengthened file is four ranges (_lengthen)
 # the unit follows the dataset's size: the sample corpus is a few kB
 PROGRESS_LINE = re.compile(rf"{DATASET}: [0-9.,]+ of [0-9.,]+ [kMG]?B \(\d+%\), \d+ of \d+ shards, .* ETA ")
 VIEWPORT = {"width": 1400, "height": 900}
@@ -96,9 +97,9 @@ def browser_path():
 
 
 def _lengthen(path) -> None:
-    """The sample file, then more paragraphs of its kind (~24 MB, under the 32 MiB at which a file
-    is split): the bundled sample is read in milliseconds, so a run of it could end between two
-    progress lines (0.05 s apart) and show none with an ETA; the test must not depend on how fast
+    """The sample file, then more paragraphs of its kind (28 MB: four ranges of the automatic 8 MiB,
+    docs/splitting.md): the bundled sample is read in milliseconds, so a run of it could end between
+    two progress lines (0.05 s apart) and show none with an ETA; the test must not depend on how fast
     workers start."""
     para = "Na Gorenjskem so odprli novo kolesarsko pot ob Savi, odstavek {}.\nDruga vrstica odstavka.\n\n"
     with open(path, "a", encoding="utf-8") as fh:
@@ -255,14 +256,15 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     if not ui.asset_exists(["shards", DATASET]):
         pytest.skip("shards/<key> assets are not defined in this checkout: the backfill step cannot run")
     partitions = ui.graphql(PARTITION_KEYS_QUERY, {"key": {"path": ["shards", DATASET]}})["assetNodeOrError"]
-    assert len(partitions["partitionKeys"]) == 3  # registered by the materialization: two files, one archive member
+    # registered by the materialization: two files (the lengthened one in four ranges), one archive member
+    assert len(partitions["partitionKeys"]) == SHARDS
 
     open_page(ui, page, f"/assets/shards/{DATASET}")
     known = {r["runId"] for r in ui.runs()}
     before = {b["id"] for b in ui.graphql(BACKFILLS_QUERY)["partitionBackfillsOrError"]["results"]}
     button(page, "Materialize…").click()
     dialog = page.get_by_role("dialog")
-    select_all_partitions(dialog, 3)
+    select_all_partitions(dialog, SHARDS)
     shoot(ui, page, "shard-backfill-dialog")
     button(dialog, "Launch backfill").click()
 
@@ -271,7 +273,7 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
         return next((b for b in results if b["id"] not in before), None)
 
     backfill = wait_until(new_backfill, 60, "the backfill to be created", on_timeout=ui.proc.tail)
-    assert backfill["numPartitions"] == 3
+    assert backfill["numPartitions"] == SHARDS
     done = wait_until(lambda: (b := new_backfill()) and b["status"] in BACKFILL_DONE and b, RUN_TIMEOUT,
                       "the backfill to finish", interval=1.0, on_timeout=ui.proc.tail)
     assert done["status"] == "COMPLETED_SUCCESS", ui.proc.tail()
@@ -285,12 +287,12 @@ def test_materialize_in_the_browser_then_backfill_the_shards(ui, page):
     for key in partitions["partitionKeys"]:
         node = ui.graphql(PARTITION_EVENT_QUERY, {"key": {"path": ["shards", DATASET]}, "partition": key})
         values = metadata_values(node["assetNodeOrError"]["assetMaterializations"][0])
-        assert values["batch_shards"] == 3 and values["dagster/row_count"] == values["documents"]
+        assert values["batch_shards"] == SHARDS and values["dagster/row_count"] == values["documents"]
         own[key] = values["documents"]
     assert sum(own.values()) == lines and all(n < lines for n in own.values()), own
 
     open_page(ui, page, f"/assets/shards/{DATASET}?view=partitions")
-    page.get_by_text("Materialized (3)").wait_for()
+    page.get_by_text(f"Materialized ({SHARDS})").wait_for()
     page.get_by_text("arhiv/2023.txt", exact=True).first.click()
     page.get_by_text("No partition selected").wait_for(state="hidden")
     page.get_by_text(runs[0]["runId"][:8]).first.wait_for()  # the partition's run, from the backfill
@@ -463,7 +465,7 @@ def check_the_sensor_page_shows_the_ticks_verdict(ui, page) -> None:
                 "sensorName": f"raw_{DATASET}_sensor"}
     started = ui.graphql(START_SENSOR, {"selector": selector})["startSensor"]
     assert started["__typename"] == "Sensor", started  # as the page's Running switch does
-    reason = f"{DATASET}: 3 shard(s), nothing to extract"
+    reason = f"{DATASET}: {SHARDS} shard(s), nothing to extract"
 
     def ticked():
         ticks = ui.graphql(SENSOR_TICKS, {"selector": selector})["sensorOrError"]["sensorState"]["ticks"]
