@@ -5,6 +5,8 @@ Iterative, so nesting depth is bounded by the parser (256, or 2048 under huge_tr
 Python's recursion limit.
 """
 
+from itertools import islice
+
 from lxml import etree
 
 from .names import CHOICE, CHOICE_PREFERENCE
@@ -54,9 +56,54 @@ class TextCollector:
         parts = []
         if el.text:
             parts.append(el.text)
+        self._read(iter(el), parts)
+        return "".join(parts)
+
+    def take(self, el) -> str:
+        """What `text(el)` reads so far of an element a feed parser is still building, which then
+        lets go of it: the text read is removed from the tree and the children read are deleted, so
+        the texts `take` gives and `text(el)` at the end, joined, are `text(el)` of the whole.
+
+        The elements still open are the chain of last children from `el`, so every other child has
+        ended and its tail is complete (a sibling began after it). A text node the parser is still
+        appending to is read and removed too: the parser then starts a new one (libxml2 merges only
+        into a text node that is still its element's last child). The walk goes down the chain and
+        stops at a `<choice>` or a skipped tag, whose reading needs its end; past the bottom it
+        reads the chain's tails upwards (each lies after everything below it)."""
+        parts: list = []
+        chain = []
+        node = el
+        while True:
+            if node.text:
+                parts.append(node.text)
+                node.text = None
+            count = len(node)
+            if not count:
+                break
+            if count > 1:
+                self._read(islice(iter(node), count - 1), parts)
+                del node[:-1]
+            last = node[-1]
+            tag = last.tag
+            if tag.__class__ is not str:  # an entity reference, comment or PI: whole once made
+                self._read(iter((last,)), parts)
+                del node[-1]  # it was the only child left, and what it holds was read
+                break
+            if tag == CHOICE or tag in self.skip:
+                return "".join(parts)  # its tail and the tails above wait for its end
+            chain.append(last)
+            node = last
+        for done in reversed(chain):
+            if done.tail:
+                parts.append(done.tail)
+                done.tail = None
+        return "".join(parts)
+
+    def _read(self, children, parts: list) -> None:
+        """Append to `parts` the text of each of `children` (siblings, in order) and its tail."""
         skip = self.skip
         # frames: (iterator over children still to visit, text to append once they are done)
-        stack = [(iter(el), None)]
+        stack = [(children, None)]
         while stack:
             children, after = stack[-1]
             for child in children:
@@ -86,7 +133,6 @@ class TextCollector:
                 stack.pop()
                 if after:
                     parts.append(after)
-        return "".join(parts)
 
 
 def report_unexpanded(found: list, drop, where: str, missing: str = "its text is missing") -> None:
