@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from lxml import etree
 
 from ...schema import Document, TextOverCap
-from ..xml.events import CHUNK, FeedEvents, Span
+from ..xml.events import FeedEvents, Span
 from ..xml.parser import parser_options
-from ..xml.text import TextCollector, report_unexpanded
+from ..xml.text import BIG_LINE, TextCollector, report_unexpanded
 from .range_log import combined_log
 
 DOC_METADATA_KEYS = ("title", "crawl_date", "lang_distr", "url", "domain", "file_type", "lm_score")
@@ -108,7 +108,7 @@ def _free_finished(root) -> None:
             in_doc = True
         elif tag == _P and in_doc:
             return  # its text is read by _CappedDocs.after_batch and when it ends
-        if node.text:
+        if node.text and (tag != _DOC or _line_is_its_own(node)):
             node.text = None
         count = len(node)
         if not count:
@@ -120,6 +120,14 @@ def _free_finished(root) -> None:
             node.tail = None
         if node.tag.__class__ is not str:
             return  # an entity reference (comments and PIs are removed while parsing)
+
+
+def _line_is_its_own(elem) -> bool:
+    """False from line 65,535 on, where libxml2 gives an element the line of its first child (or
+    of a neighbour): a `<doc>`'s line, which an `empty_text` drop names, then depends on its leading
+    text, which stays."""
+    line = elem.sourceline
+    return line is not None and line < BIG_LINE
 
 
 class _Paragraph:
@@ -179,6 +187,9 @@ class _CappedDocs:
 
     def __init__(self, cap: int, collector: TextCollector, root):
         self.cap, self.collector, self.root = cap, collector, root
+        # entity references exist only under a DOCTYPE (without one, an undeclared name stops the
+        # parse): then their lines are kept (TextCollector.take), at the price of open text nodes
+        self.lines = root.getroottree().docinfo.internalDTD is not None
         self.depth = self.p_depth = 0  # open <doc> elements; open <p> elements inside one
         self.parts: list = []
         self.size = 0
@@ -227,7 +238,7 @@ class _CappedDocs:
             return
         if self.paragraph is None:
             self.paragraph = _Paragraph(self.cap - self.size - self._newline())
-        self.paragraph.add(self.collector.take(self.open_p))
+        self.paragraph.add(self.collector.take(self.open_p, self.lines))
 
     def _newline(self) -> int:
         """The newline before a paragraph's text: none before the document's first."""
@@ -237,9 +248,8 @@ class _CappedDocs:
 class MacocuPass:
     """One streaming parse of a macocu file (an xml.retry.StreamingPass)."""
 
-    def __init__(self, drop, earlier: list | None = None, ends_file: bool = True, cap: int = 0, chunk: int = CHUNK):
+    def __init__(self, drop, earlier: list | None = None, ends_file: bool = True, cap: int = 0):
         self.drop = drop  # drop(reason, message, line=None)
-        self.chunk = chunk  # bytes fed at a time (xml.events); what a pass reads never depends on it
         self.cap = cap  # max_document_bytes: a `<doc>` lets its paragraphs go once past it (`_capped_run`)
         self.ends_file = ends_file  # the per-file `undefined_entity` count is reported at the file's end
         self.events: FeedEvents | None = None
@@ -263,7 +273,7 @@ class MacocuPass:
             yield from self._capped_run(fh, huge, careful)
             return
         # ids collected as lxml's iterparse, which macocu read with before, always did (xml.parser)
-        self.events = events = FeedEvents(careful, self.chunk, events=("end",), tag=_DOC, remove_comments=True,
+        self.events = events = FeedEvents(careful, events=("end",), tag=_DOC, remove_comments=True,
                                           remove_pis=True, **parser_options(huge, collect_ids=True))
         collector = None
         for batch in events.batches(fh):
@@ -287,7 +297,7 @@ class MacocuPass:
         that has ended, and every text no paragraph reads, is freed too (`_free_finished`). The
         texts, drops and their order are `run`'s: the paragraphs `doc_text` would collect at the
         `<doc>`'s end, in the same order."""
-        self.events = events = FeedEvents(careful, self.chunk, events=("start", "end"), tag=(_DOC, _P),
+        self.events = events = FeedEvents(careful, events=("start", "end"), tag=(_DOC, _P),
                                           remove_comments=True, remove_pis=True,
                                           **parser_options(huge, collect_ids=True))
         docs: _CappedDocs | None = None  # made at the first event: the DOCTYPE is complete by then
