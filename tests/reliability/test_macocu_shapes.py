@@ -6,10 +6,10 @@ nothing else was: 1,000,000 `<div>`s in one 34 MB `<doc>` peaked at 440 MB with 
 too, but one `<p>` was still held whole until it ended (a 50 MB `<p>` of a million inline `<hi>`s:
 740 MB). Now the open `<p>` is read a batch at a time, and text no paragraph reads is let go as it
 is parsed. Each case extracts one big `<doc>` of a shape (between two small ones) through the real
-pipeline in a child process and reads the child's own peak RSS (its VmHWM), as
-test_memory_caps.py does; the bound is the same (the one-document peak, the cap and 40 MB for the
-reader's chunks). The documents and warnings are the ones the reading without the cap gives, and
-the differentials below hold the capped reading to the uncapped one byte for byte.
+pipeline in a child process and reads the child's own peak RSS (its VmHWM: support.peak_rss); the
+bound is test_memory_caps.py's (the one-document peak, the cap and 40 MB for the reader's chunks).
+The documents and warnings are the ones the reading without the cap gives, and the differentials
+below hold the capped reading to the uncapped one byte for byte.
 """
 
 import io
@@ -41,12 +41,12 @@ _FIRST, _LAST = '<doc id="prvi"><p>prvi</p></doc>\n', '<doc id="zadnji"><p>konec
 def tiny(tmp_path_factory) -> int:
     """The peak of the child on a one-document input: what the bound adds to."""
     return peak_of_extraction(tmp_path_factory.mktemp("tiny"), "macocu", "a.xml",
-                              lambda fh: fh.write('<corpus><doc id="a"><p>ena</p></doc></corpus>'))[0]
+                              lambda fh: fh.write('<corpus><doc id="a"><p>ena</p></doc></corpus>'), own=True)[0]
 
 
-def _write(shape, wrap: tuple[str, str] = ("", ""), size: int = SIZE):
+def _write(shape, wrap: tuple[str, str] = ("", ""), size: int = SIZE, prolog: str = ""):
     def write(fh):
-        fh.write(f'<corpus>\n{_FIRST}<doc id="velik">\n{wrap[0]}')
+        fh.write(f'{prolog}<corpus>\n{_FIRST}<doc id="velik">\n{wrap[0]}')
         write_lines(fh, size, shape)
         fh.write(f"{wrap[1]}</doc>\n{_LAST}</corpus>\n")
 
@@ -55,7 +55,7 @@ def _write(shape, wrap: tuple[str, str] = ("", ""), size: int = SIZE):
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_a_big_doc_of_any_shape_is_bounded_by_the_cap(tmp_path, tiny, shape):
-    peak, warnings = peak_of_extraction(tmp_path, "macocu", "a.xml", _write(SHAPES[shape]))
+    peak, warnings = peak_of_extraction(tmp_path, "macocu", "a.xml", _write(SHAPES[shape]), own=True)
     assert len(warnings) == 1, warnings
     if shape == "paragraphs_in_divs":
         assert warnings[0].startswith("d/a.xml: document 'velik': its text is ")
@@ -73,7 +73,10 @@ ONE_ELEMENT = {
     "whitespace_between_elements": lambda i: "<hi> </hi>\u3000 \n",
     # not in a paragraph: the `<doc>`'s own text, which nothing reads
     "one_text_node_outside_paragraphs": lambda i: "beseda hiša pot in še nekaj besed\n",
+    # under a DOCTYPE (entity references possible), within 65,535 lines: wide lines of elements
+    "inline_elements_under_a_doctype": lambda i: "".join(f"<hi>beseda {i}.{k}</hi> hiša " for k in range(40)) + "pot\n",
 }
+_PROLOG = {"inline_elements_under_a_doctype": '<!DOCTYPE corpus [<!ENTITY m "x">]>\n'}
 _WRAP = {"inline_elements_in_an_inline_element": ("<p><span>", "</span></p>"),
          "one_text_node_outside_paragraphs": ("", "")}
 # smaller text nodes stayed within the bound before too: 8 MB in a `<p>` peaked at 71 MB, 40 MB outside at 83 MB
@@ -95,8 +98,11 @@ def test_one_big_paragraph_or_text_node_is_read_a_batch_at_a_time(tmp_path, tiny
     a million `<hi>`s peaked at 740 MB with a 1 MB cap, a 42 MB text node at 245 MB). Its size,
     counted piece by piece over thousands of batches, is the size of the whole text."""
     size = _SIZE.get(shape, SIZE)
+    if shape in _PROLOG:
+        assert size // len(ONE_ELEMENT[shape](10**5).encode()) < 65_535  # past that line nothing is taken
     peak, warnings = peak_of_extraction(tmp_path, "macocu", "a.xml",
-                                        _write(ONE_ELEMENT[shape], _WRAP.get(shape, ("<p>", "</p>")), size))
+                                        _write(ONE_ELEMENT[shape], _WRAP.get(shape, ("<p>", "</p>")), size,
+                                               _PROLOG.get(shape, "")), own=True)
     if shape in ("whitespace_between_elements", "one_text_node_outside_paragraphs"):
         assert warnings == ["d/a.xml:3: <doc id='velik'> has no paragraph text; skipped [empty_text]"]
     else:
@@ -111,7 +117,7 @@ def test_one_wide_element_or_a_nested_doc_lets_its_finished_children_go(tmp_path
     """Every finished element inside the `<doc>` goes, not only the `<doc>`'s children: here a
     million `<span>`s in one `<div>`, or in a `<doc>` nested in the big one (D13: the outer one)."""
     spans = _write(lambda i: f"<span>beseda {i}</span>\n", wrap)
-    peak, warnings = peak_of_extraction(tmp_path, "macocu", "a.xml", spans)
+    peak, warnings = peak_of_extraction(tmp_path, "macocu", "a.xml", spans, own=True)
     assert warnings == ["d/a.xml:3: <doc id='velik'> has no paragraph text; skipped [empty_text]"]
     assert peak < tiny + CAP + ALLOWANCE, (peak // MB, tiny // MB)
 
@@ -271,6 +277,27 @@ def test_a_paragraph_counts_what_strip_leaves_and_keeps_it_only_within_its_room(
         assert paragraph.text() == stripped
     elif paragraph.size:
         assert paragraph.text() is None
+
+
+@pytest.mark.parametrize("pieces", [
+    [" " * 9_000 + "a" + "\u3000" * 9_000, "\n" * 5_000, "b\u2028" + " " * 4_096],
+    ["\u00a0" * 4_096, "\u00a0" * 4_097 + "š" * (1 << 20) + "\U0001d538" * 3 + "\t" * 8_193],
+    ["\x85" * 20_000],
+    ["a" * ((1 << 20) + 3) + " " * 4_095, "š" * 2, " "],
+], ids=["whitespace_runs", "over_a_slice", "whitespace_only", "ascii"])
+def test_a_long_piece_is_measured_by_index_as_strip_would(pieces):
+    """`_Paragraph` looks at whitespace 4,096 characters at a time and encodes 1 Mi characters at a
+    time (a paragraph read whole may be tens of MB): the same sizes as strip() and encode()."""
+    stripped = "".join(pieces).strip()
+    for room in (-1, 3, len(stripped.encode()), 1 << 30):
+        paragraph = _Paragraph(room)
+        for piece in pieces:
+            paragraph.add(piece)
+        assert paragraph.size == len(stripped.encode("utf-8", "surrogatepass"))
+        if 0 < paragraph.size <= room:
+            assert paragraph.text() == stripped
+        elif paragraph.size:
+            assert paragraph.text() is None
 
 
 _CRAFTED = [

@@ -2,7 +2,7 @@
 point 2; docs/memory.md).
 
 Each case extracts a generated input far bigger than the cap through the real pipeline in a child
-process and reads the child's own peak RSS (VmHWM, support.peak_rss). The bound is the peak of the same child
+process and reads the child's own peak RSS (`os.wait4`). The bound is the peak of the same child
 on a tiny input of the format (imports, the writer) plus the cap plus a fixed allowance for the
 reader's chunks. Before the bounds the same inputs peaked at 6-20x their size (docs/memory.md has
 the figures). That the documents, drops and warnings are the ones of the reading without the

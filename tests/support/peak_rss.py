@@ -1,12 +1,13 @@
-"""A dataset extracted through the real pipeline in a child process, and that child's own peak RSS
-(its VmHWM): what the memory tests of tests/reliability/ bound (docs/memory.md).
+"""A dataset extracted through the real pipeline in a child process, and that child's peak RSS:
+what the memory tests of tests/reliability/ bound (docs/memory.md).
 
-Not `os.wait4`'s ru_maxrss: Linux starts it at the forking process's peak and keeps it across exec,
-so a pytest worker that once held more than the child (an earlier test's data, or a test's own
-expectation built in the parent) raised every child's figure to its own, the one-document baseline
-included, and a bound added to that baseline could no longer fail."""
+Two measures. `os.wait4`'s ru_maxrss (the default, test_memory_caps.py's) starts at the forking
+process's peak, which Linux keeps across exec: it is the larger of the pytest worker's peak and the
+child's. `own=True` reads the child's VmHWM, its own peak only: a worker that once held more than
+the child (an earlier test's data) cannot hide the child's growth under its own figure."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,9 +26,10 @@ print(json.dumps([hwm * 1024, report.warnings]))
 """
 
 
-def peak_of_extraction(root: Path, extractor: str, name: str, write, cap: int = CAP) -> tuple[int, list]:
+def peak_of_extraction(root: Path, extractor: str, name: str, write, cap: int = CAP,
+                       own: bool = False) -> tuple[int, list]:
     """Peak RSS in bytes of a child extracting `raw/d/<name>` (written by `write(fh)`), and the
-    run's warnings."""
+    run's warnings; `own`: the child's own peak (VmHWM), not ru_maxrss."""
     raw = root / "raw" / "d"
     raw.mkdir(parents=True)
     with open(raw / name, "w", encoding="utf-8", newline="\n") as fh:
@@ -38,10 +40,10 @@ def peak_of_extraction(root: Path, extractor: str, name: str, write, cap: int = 
     with open(root / "stderr", "wb") as err:
         proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(yaml)], cwd=root, stdout=subprocess.PIPE, stderr=err)
         out = proc.stdout.read() if proc.stdout else b""
-        status = proc.wait()
-    assert status == 0, (root / "stderr").read_text()[-2000:]
-    peak, warnings = json.loads(out.decode().splitlines()[-1])
-    return peak, warnings
+        _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, (root / "stderr").read_text()[-2000:]
+    hwm, warnings = json.loads(out.decode().splitlines()[-1])
+    return (hwm if own else usage.ru_maxrss * 1024), warnings
 
 
 def write_lines(fh, size: int, line) -> int:

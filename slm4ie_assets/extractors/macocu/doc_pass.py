@@ -145,36 +145,66 @@ class _Paragraph:
         self.spaces = 0  # bytes of the whitespace after the last one
 
     def add(self, text: str) -> None:
+        """Count (and keep, within room) the next piece; a piece of many MB (a paragraph read
+        whole) is measured by index, never copied whole (docs/memory.md)."""
         if not text:
             return
-        if not self.size:
-            text = text.lstrip()
-            if not text:
-                return
-        body = text.rstrip()
-        if body:
-            self.size += self.spaces + _utf8_size(body)
-            self.spaces = _utf8_size(text[len(body):]) if len(body) < len(text) else 0
+        start = 0 if self.size else _spaces_before(text)
+        if start == len(text):
+            return  # whitespace before the first character: stripped
+        end = len(text) - _spaces_after(text)
+        if end > start:
+            self.size += self.spaces + _utf8_size(text, start, end)
+            self.spaces = _utf8_size(text, end, len(text))
         else:
-            self.spaces += _utf8_size(text)
+            self.spaces += _utf8_size(text, start, len(text))
         kept = self.kept
         if kept is None:
             return
         if self.size > self.room:
             self.kept = None
         elif self.size + self.spaces <= self.room:
-            kept.append(text)
-        elif body:
+            kept.append(text[start:])
+        elif end > start:
             # the whitespace after it matters only if text follows, which then passes room
-            kept.append(body)
+            kept.append(text[start:end])
 
     def text(self) -> str | None:
         """The stripped text; None past room."""
         return "".join(self.kept).rstrip() if self.kept is not None else None
 
 
-def _utf8_size(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+_SCAN = 4096  # characters looked at at a time for whitespace at either end
+_SLICE = 1 << 20  # characters encoded at a time to measure a long text
+
+
+def _spaces_before(text: str) -> int:
+    """How many characters `text.lstrip()` removes, copying no more than a slice of it."""
+    for i in range(0, len(text), _SCAN):
+        piece = text[i:i + _SCAN]
+        rest = piece.lstrip()
+        if rest:
+            return i + len(piece) - len(rest)
+    return len(text)
+
+
+def _spaces_after(text: str) -> int:
+    """How many characters `text.rstrip()` removes, copying no more than a slice of it."""
+    end = len(text)
+    while end:
+        piece = text[max(0, end - _SCAN):end]
+        rest = piece.rstrip()
+        if rest:
+            return len(text) - end + len(piece) - len(rest)
+        end -= len(piece)
+    return len(text)
+
+
+def _utf8_size(text: str, start: int, end: int) -> int:
+    """The UTF-8 size of `text[start:end]` (surrogatepass, as the encoder counts), encoded a slice at a time."""
+    if text.isascii():
+        return end - start
+    return sum(len(text[i:min(i + _SLICE, end)].encode("utf-8", "surrogatepass")) for i in range(start, end, _SLICE))
 
 
 class _CappedDocs:
