@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slm4ie_assets.extractors.macocu.doc_pass import MacocuPass, _Paragraph
+from slm4ie_assets.extractors.macocu.doc_pass import MacocuPass
+from slm4ie_assets.extractors.macocu.paragraph import Paragraph
 from slm4ie_assets.schema import TextOverCap
 from support.peak_rss import ALLOWANCE, CAP, MB, peak_of_extraction, write_lines
 
@@ -266,9 +267,9 @@ def test_a_paragraph_read_piece_by_piece_gives_the_bytes_of_the_whole(docs, cap,
 @given(pieces=st.lists(_BITS.map(lambda b: b.replace("&#160;", "\u00a0").replace("&#13;", "\r")), max_size=12),
        room=st.integers(-2, 30))
 def test_a_paragraph_counts_what_strip_leaves_and_keeps_it_only_within_its_room(pieces, room):
-    """`_Paragraph` on its own: its size is the UTF-8 size of the pieces joined and stripped, and it
+    """`Paragraph` on its own: its size is the UTF-8 size of the pieces joined and stripped, and it
     keeps that text exactly when it fits the room."""
-    paragraph = _Paragraph(room)
+    paragraph = Paragraph(room)
     for piece in pieces:
         paragraph.add(piece)
     stripped = "".join(pieces).strip()
@@ -286,11 +287,11 @@ def test_a_paragraph_counts_what_strip_leaves_and_keeps_it_only_within_its_room(
     ["a" * ((1 << 20) + 3) + " " * 4_095, "š" * 2, " "],
 ], ids=["whitespace_runs", "over_a_slice", "whitespace_only", "ascii"])
 def test_a_long_piece_is_measured_by_index_as_strip_would(pieces):
-    """`_Paragraph` looks at whitespace 4,096 characters at a time and encodes 1 Mi characters at a
+    """`Paragraph` looks at whitespace 4,096 characters at a time and encodes 1 Mi characters at a
     time (a paragraph read whole may be tens of MB): the same sizes as strip() and encode()."""
     stripped = "".join(pieces).strip()
     for room in (-1, 3, len(stripped.encode()), 1 << 30):
-        paragraph = _Paragraph(room)
+        paragraph = Paragraph(room)
         for piece in pieces:
             paragraph.add(piece)
         assert paragraph.size == len(stripped.encode("utf-8", "surrogatepass"))

@@ -1,6 +1,7 @@
 """The text content of a TEI element, with one reading per `<choice>` (D13, S6).
 
-Used for a token's form when the token has child markup, for a plain `<p>`, and for a D19 `<seg>`.
+Used for a token's form when the token has child markup, for a plain `<p>`, for a D19 `<seg>`, and,
+a batch at a time while the parse goes on (`take`), for macocu's paragraphs under a cap.
 Iterative, so nesting depth is bounded by the parser (256, or 2048 under huge_tree) and never by
 Python's recursion limit.
 """
