@@ -1,5 +1,10 @@
-"""A dataset extracted through the real pipeline in a child process, and that child's own peak RSS
-(`os.wait4`): what the memory tests of tests/reliability/ bound (docs/memory.md)."""
+"""A dataset extracted through the real pipeline in a child process, and that child's peak RSS:
+what the memory tests of tests/reliability/ bound (docs/memory.md).
+
+Two measures. `os.wait4`'s ru_maxrss (the default, test_memory_caps.py's) starts at the forking
+process's peak, which Linux keeps across exec: it is the larger of the pytest worker's peak and the
+child's. `own=True` reads the child's VmHWM, its own peak only: a worker that once held more than
+the child (an earlier test's data) cannot hide the child's growth under its own figure."""
 
 import json
 import os
@@ -16,13 +21,15 @@ from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset
 catalog = load_catalog(sys.argv[1])
 report = extract_dataset(catalog.dataset("d"), catalog, force=True, workers=1)
-print(json.dumps(report.warnings))
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))  # KiB
+print(json.dumps([hwm * 1024, report.warnings]))
 """
 
 
-def peak_of_extraction(root: Path, extractor: str, name: str, write, cap: int = CAP) -> tuple[int, list]:
+def peak_of_extraction(root: Path, extractor: str, name: str, write, cap: int = CAP,
+                       own: bool = False) -> tuple[int, list]:
     """Peak RSS in bytes of a child extracting `raw/d/<name>` (written by `write(fh)`), and the
-    run's warnings."""
+    run's warnings; `own`: the child's own peak (VmHWM), not ru_maxrss."""
     raw = root / "raw" / "d"
     raw.mkdir(parents=True)
     with open(raw / name, "w", encoding="utf-8", newline="\n") as fh:
@@ -35,7 +42,8 @@ def peak_of_extraction(root: Path, extractor: str, name: str, write, cap: int = 
         out = proc.stdout.read() if proc.stdout else b""
         _, status, usage = os.wait4(proc.pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, (root / "stderr").read_text()[-2000:]
-    return usage.ru_maxrss * 1024, json.loads(out.decode().splitlines()[-1])
+    hwm, warnings = json.loads(out.decode().splitlines()[-1])
+    return (hwm if own else usage.ru_maxrss * 1024), warnings
 
 
 def write_lines(fh, size: int, line) -> int:

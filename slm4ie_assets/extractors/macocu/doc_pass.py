@@ -12,7 +12,8 @@ from lxml import etree
 from ...schema import Document, TextOverCap
 from ..xml.events import FeedEvents, Span
 from ..xml.parser import parser_options
-from ..xml.text import TextCollector, report_unexpanded
+from ..xml.text import BIG_LINE, TextCollector, report_unexpanded
+from .paragraph import Paragraph
 from .range_log import combined_log
 
 DOC_METADATA_KEYS = ("title", "crawl_date", "lang_distr", "url", "domain", "file_type", "lm_score")
@@ -93,21 +94,109 @@ def _release(elem) -> None:
 
 
 def _free_finished(root) -> None:
-    """Free every element that has ended, but a paragraph's insides: the elements still open are
-    the chain of last children from the root, so every other child of each has ended (and a `<p>`
-    among them was read from its end event, which came in this batch or an earlier one). Called
-    after each batch of events, it bounds a `<doc>` of any shape (a million `<div>`s, empty
-    elements, the text between them) without an event per element."""
+    """Free every element that has ended, and all text read by no paragraph, but a paragraph's
+    insides: the elements still open are the chain of last children from the root, so every other
+    child of each has ended (and a `<p>` among them was read from its end event, which came in this
+    batch or an earlier one). Text outside a `<p>` is never read, so the chain's own text and the
+    tail of its last child go too, the text node the parser is still appending to included (it
+    then starts a new one, as `TextCollector.take` relies on). Called after each batch of events,
+    it bounds a `<doc>` of any shape (a million `<div>`s, empty elements, the text between them,
+    one text node of many MB) without an event per element; the open `<p>` is `take`n apart."""
     node, in_doc = root, False
-    while len(node):
+    while True:
         tag = node.tag
         if tag == _DOC:
             in_doc = True
         elif tag == _P and in_doc:
-            return  # its text is read when it ends
-        if len(node) > 1:
+            return  # its text is read by _CappedDocs.after_batch and when it ends
+        if node.text and (tag != _DOC or _line_is_its_own(node)):
+            node.text = None
+        count = len(node)
+        if not count:
+            return
+        if count > 1:
             del node[:-1]
         node = node[-1]
+        if node.tail:
+            node.tail = None
+        if node.tag.__class__ is not str:
+            return  # an entity reference (comments and PIs are removed while parsing)
+
+
+def _line_is_its_own(elem) -> bool:
+    """False from line 65,535 on, where libxml2 gives an element the line of its first child (or
+    of a neighbour): a `<doc>`'s line, which an `empty_text` drop names, then depends on its leading
+    text, which stays."""
+    line = elem.sourceline
+    return line is not None and line < BIG_LINE
+
+
+class _CappedDocs:
+    """What a capped pass knows of the top-level `<doc>` it reads: its paragraphs' texts while the
+    document is within the cap (then `[None]`), their size with the newlines between them, and the
+    outermost `<p>` still open. A `<p>` that began and ended between two batches is read whole when
+    it ends, as before; one still open when a batch ends is read piecewise from then on
+    (`Paragraph`), so one `<p>` of a million inline elements or one text node of many MB is held a
+    batch at a time."""
+
+    def __init__(self, cap: int, collector: TextCollector, root):
+        self.cap, self.collector, self.root = cap, collector, root
+        # entity references exist only under a DOCTYPE (without one, an undeclared name stops the
+        # parse): then their lines are kept (TextCollector.take), at the price of open text nodes
+        self.lines = root.getroottree().docinfo.internalDTD is not None
+        self.depth = self.p_depth = 0  # open <doc> elements; open <p> elements inside one
+        self.parts: list = []
+        self.size = 0
+        self.open_p = None  # the outermost <p> open, and what was taken of it (None: nothing yet)
+        self.paragraph: Paragraph | None = None
+
+    def start_doc(self) -> None:
+        if not self.depth:
+            self.parts, self.size, self.p_depth = [], 0, 0
+        self.depth += 1
+
+    def end_doc(self) -> bool:
+        """True when the `<doc>` that ended is a top-level one (D13: a nested one is its outer's)."""
+        self.depth -= 1
+        return not self.depth
+
+    def start_p(self, elem) -> None:
+        self.p_depth += 1
+        if self.p_depth == 1:
+            self.open_p, self.paragraph = elem, None
+
+    def end_p(self, elem) -> None:
+        self.p_depth -= 1
+        if self.p_depth:
+            return  # a nested <p> is part of the one around it
+        paragraph, self.open_p, self.paragraph = self.paragraph, None, None
+        if paragraph is None:
+            text = self.collector.text(elem) if len(elem) else elem.text
+            text = text.strip() if text else None
+            size = len(text.encode("utf-8", "surrogatepass")) if text else 0
+        else:
+            paragraph.add(self.collector.text(elem))  # the rest
+            size, text = paragraph.size, paragraph.text()
+        if size:
+            self.size += size + self._newline()
+            if self.size <= self.cap:
+                self.parts.append(text)
+            else:
+                self.parts = [None]  # over the cap: counted from here on, never kept
+        _release(elem)  # read: it and what came before it in its parent are let go
+
+    def after_batch(self) -> None:
+        """Free what has ended and read what the open `<p>` holds so far (it is then let go)."""
+        _free_finished(self.root)
+        if self.open_p is None:
+            return
+        if self.paragraph is None:
+            self.paragraph = Paragraph(self.cap - self.size - self._newline())
+        self.paragraph.add(self.collector.take(self.open_p, self.lines))
+
+    def _newline(self) -> int:
+        """The newline before a paragraph's text: none before the document's first."""
+        return 1 if self.size or self.parts else 0
 
 
 class MacocuPass:
@@ -138,8 +227,8 @@ class MacocuPass:
             yield from self._capped_run(fh, huge, careful)
             return
         # ids collected as lxml's iterparse, which macocu read with before, always did (xml.parser)
-        self.events = events = FeedEvents(careful, events=("end",), tag=_DOC, remove_comments=True, remove_pis=True,
-                                          **parser_options(huge, collect_ids=True))
+        self.events = events = FeedEvents(careful, events=("end",), tag=_DOC, remove_comments=True,
+                                          remove_pis=True, **parser_options(huge, collect_ids=True))
         collector = None
         for batch in events.batches(fh):
             for _, elem in batch:
@@ -157,56 +246,35 @@ class MacocuPass:
 
     def _capped_run(self, fh, huge: bool, careful: Span | None) -> Iterator[Document]:
         """`run` under max_document_bytes (docs/memory.md): each outermost `<p>` of a top-level
-        `<doc>` is read as it ends and then freed, its text kept only while the document's text is
-        within the cap (past it, only counted), and after each batch every other element that has
-        ended is freed too (`_free_finished`). The texts, drops and their order are `run`'s: the
-        paragraphs `doc_text` would collect at the `<doc>`'s end, in the same order."""
-        self.events = events = FeedEvents(careful, events=("start", "end"), tag=(_DOC, _P), remove_comments=True,
-                                          remove_pis=True, **parser_options(huge, collect_ids=True))
-        collector: TextCollector | None = None
-        root = None  # the document element, known from the first <doc>
-        docs = p_depth = 0  # open <doc> elements; open <p> elements inside one
-        parts: list = []
-        size = 0
+        `<doc>` is read as the parse goes (`_CappedDocs`), its text kept only while the document's
+        text is within the cap (past it, only counted), and after each batch every other element
+        that has ended, and every text no paragraph reads, is freed too (`_free_finished`). The
+        texts, drops and their order are `run`'s: the paragraphs `doc_text` would collect at the
+        `<doc>`'s end, in the same order."""
+        self.events = events = FeedEvents(careful, events=("start", "end"), tag=(_DOC, _P),
+                                          remove_comments=True, remove_pis=True,
+                                          **parser_options(huge, collect_ids=True))
+        docs: _CappedDocs | None = None  # made at the first event: the DOCTYPE is complete by then
         for batch in events.batches(fh):
             for event, elem in batch:
+                if docs is None:
+                    docs = _CappedDocs(self.cap, TextCollector(verbatim=_Undeclared(elem)),
+                                       elem.getroottree().getroot())
                 if elem.tag == _DOC:
                     if event == "start":
-                        if collector is None:  # the DOCTYPE is complete before the first element
-                            collector = TextCollector(verbatim=_Undeclared(elem))
-                            root = elem.getroottree().getroot()
-                        if not docs:
-                            parts, size, p_depth = [], 0, 0
-                        docs += 1
-                        continue
-                    docs -= 1
-                    if docs:
-                        continue  # D13: a nested <doc> belongs to the outermost one
-                    assert collector is not None
-                    doc = self._capped_document(elem, collector, parts, size)
-                    _release(elem)
-                    if doc is not None:
-                        yield doc
-                elif docs:  # a <p> inside a top-level <doc>
+                        docs.start_doc()
+                    elif docs.end_doc():
+                        doc = self._capped_document(elem, docs.collector, docs.parts, docs.size)
+                        _release(elem)
+                        if doc is not None:
+                            yield doc
+                elif docs.depth:  # a <p> inside a top-level <doc>
                     if event == "start":
-                        p_depth += 1
-                        continue
-                    p_depth -= 1
-                    if p_depth:
-                        continue  # a nested <p> is part of the one around it
-                    assert collector is not None
-                    text = collector.text(elem) if len(elem) else elem.text
-                    if text:
-                        text = text.strip()
-                        if text:
-                            size += len(text.encode("utf-8", "surrogatepass")) + (1 if size or parts else 0)
-                            if size <= self.cap:
-                                parts.append(text)
-                            else:
-                                parts = [None]  # over the cap: counted from here on, never kept
-                    _release(elem)  # read: it and what came before it in its parent are let go
-            if root is not None:
-                _free_finished(root)
+                        docs.start_p(elem)
+                    else:
+                        docs.end_p(elem)
+            if docs is not None:
+                docs.after_batch()
         if not self.ends_file:
             return
         self._count_undefined()
