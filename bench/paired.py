@@ -16,7 +16,6 @@ trees must agree. Inputs are bench/scaling.py's, generated once under `--data`.
 """
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -26,15 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.scaling import DEFAULT_DATA, Case, make_inputs, write_catalog
-
-
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()[:16]
+from bench.scaling import DEFAULT_DATA, Case, file_digest, make_inputs, write_catalog
 
 
 def run_once(tree: Path, yaml_path: Path, workers: int) -> dict:
@@ -51,7 +42,7 @@ def run_once(tree: Path, yaml_path: Path, workers: int) -> dict:
         raise RuntimeError(f"{tree} {yaml_path} x{workers} failed:\n{err.decode(errors='replace')[-3000:]}")
     result = json.loads(out.decode().strip().splitlines()[-1])
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "shards": result["shards"],
-            "stages": result["stages"], "digest": _digest(Path(result["text"]))}
+            "stages": result["stages"], "digest": file_digest(Path(result["text"]))}
 
 
 def main(argv: list[str] | None = None) -> int:

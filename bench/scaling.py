@@ -164,7 +164,8 @@ def child(yaml_path: str, workers: int) -> None:
                       "text": str(catalog.dataset(key).text_path)}))
 
 
-def _digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
+    """The first 16 hex digits of the file's SHA-256 (bench.paired compares trees by it too)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(1 << 22):
@@ -193,7 +194,7 @@ def measure(yaml_path: Path, workers: int) -> dict:
             raise RuntimeError(f"child {yaml_path} x{workers} failed:\n{err.read().decode(errors='replace')[-3000:]}")
     result = json.loads(out.decode().strip().splitlines()[-1])
     text = Path(result["text"])  # hashed here, after the child's clock: checking the bytes is not the job
-    result.update(wall=wall, cpu=ru.ru_utime + ru.ru_stime, maxrss_mb=ru.ru_maxrss / 1024, digest=_digest(text))
+    result.update(wall=wall, cpu=ru.ru_utime + ru.ru_stime, maxrss_mb=ru.ru_maxrss / 1024, digest=file_digest(text))
     return result
 
 

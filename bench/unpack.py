@@ -75,47 +75,21 @@ ROUTES = [
 
 def join_xz_blocks(streams: list[bytes]) -> bytes:
     """One xz stream holding the blocks of `streams` (each a one-block stream with the same check,
-    as lzma.compress writes them), in order: a multi-block file like `xz -T0` writes."""
+    as lzma.compress writes them), in order: a multi-block file like `xz -T0` writes. The index is
+    read and written by the decoder's own code (`archives.pieces`), which builds such streams too."""
+    from slm4ie_assets.archives.pieces import _index_and_footer, _index_records
+
     header, blocks, records = streams[0][:12], [], []
     for stream in streams:
         if stream[:12] != header:
             raise ValueError("the streams differ in their check")
         index_size = (struct.unpack_from("<I", stream, len(stream) - 8)[0] + 1) * 4
-        index = stream[len(stream) - 12 - index_size:len(stream) - 12]
-        count, pos = _varint(index, 1)
-        if count != 1:
-            raise ValueError("a stream of more than one block")
-        unpadded, pos = _varint(index, pos)
-        uncompressed, _ = _varint(index, pos)
+        found = _index_records(stream[len(stream) - 12 - index_size:len(stream) - 12])
+        if found is None or len(found) != 1:
+            raise ValueError("not a stream of one block")
         blocks.append(stream[12:len(stream) - 12 - index_size])
-        records.append((unpadded, uncompressed))
-    index = b"\x00" + _encode(len(records)) + b"".join(_encode(u) + _encode(c) for u, c in records)
-    index += b"\x00" * (-len(index) % 4)
-    index += struct.pack("<I", zlib.crc32(index))
-    backward = struct.pack("<I", len(index) // 4 - 1)
-    flags = header[6:8]
-    footer = struct.pack("<I", zlib.crc32(backward + flags)) + backward + flags + b"YZ"
-    return header + b"".join(blocks) + index + footer
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, pos
-
-
-def _encode(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+        records += found
+    return header + b"".join(blocks) + _index_and_footer(tuple(records), header[6:8])
 
 
 def _xz_block(args: tuple[str, int, int]) -> bytes:

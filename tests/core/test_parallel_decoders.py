@@ -11,13 +11,11 @@ import functools
 import gc
 import gzip
 import hashlib
-import io
 import lzma
 import os
 import random
 import subprocess
 import sys
-import tarfile
 import threading
 import zlib
 from collections.abc import Callable
@@ -31,6 +29,7 @@ from slm4ie_assets.archives import decoding_threads, unpack_archives
 from slm4ie_assets.archives.decoders import PARALLEL_FROM, open_codec
 from slm4ie_assets.archives.parallel_decode import PIECE_READ_AHEAD, SerialBackstop, decode_threads, usable_cpus
 from slm4ie_assets.archives.streams import open_serial
+from support.archive_files import tar_of
 from support.single_archive import unpack_one
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,13 +130,7 @@ def test_a_multi_block_tar_xz_unpacks_in_place_through_the_unpacker(tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
     members = {f"m{i}.txt": DATA[i * 300_000:(i + 1) * 300_000] for i in range(5)}
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, content in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            tar.addfile(info, io.BytesIO(content))
-    (raw / "all.tar.xz").write_bytes(multi_block_xz(buf.getvalue()))
+    (raw / "all.tar.xz").write_bytes(multi_block_xz(tar_of(members)))
     with open(raw / "all.tar.xz", "rb") as fh:
         assert isinstance(open_codec("xz", fh, 2), SerialBackstop), "decoded in parallel"
     with decoding_threads(2):

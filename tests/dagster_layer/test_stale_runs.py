@@ -20,15 +20,12 @@ from pathlib import Path
 import pytest
 from dagster import (
     AssetKey,
-    DagsterEvent,
     DagsterEventType,
-    DagsterInstance,
     DagsterRun,
     DagsterRunStatus,
     RunsFilter,
     build_sensor_context,
 )
-from dagster._core.events import EngineEventData
 from dagster._core.launcher import WorkerStatus
 
 from slm4ie_assets.catalog import load_catalog
@@ -40,7 +37,6 @@ from slm4ie_assets.dagster_layer.stale_runs import (
     PID_TAG,
     RUN_TAG,
     START_TAG,
-    WORKER_STARTED,
     RunProcess,
     lost_process,
     process_is_alive,
@@ -49,42 +45,20 @@ from slm4ie_assets.dagster_layer.stale_runs import (
     reap_dead_runs,
 )
 from slm4ie_assets.definitions import build_definitions
-from support.files import write_config, write_files
 from support.paths import REPO
+from support.stale_runs import add_run, held_run_script, launched, stale_run_project
 
 POOL = "slm4ie_extract"
 
 # Materializes extracted/k into the instance at argv[1] and stops inside the step, after the step
 # has recorded its process: it prints "ready" and sleeps until killed.
-CHILD = """
-import sys, time
-from dagster import AssetKey, DagsterInstance
-import slm4ie_assets.dagster_layer.assets as assets
-from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.definitions import build_definitions
-
-def hang(*args, **kwargs):
-    print("ready", flush=True)
-    time.sleep(600)
-
-assets.unpack = hang
-instance = DagsterInstance.from_config(sys.argv[1])
-job = build_definitions(load_catalog(sys.argv[2])).resolve_implicit_global_asset_job_def()
-job.execute_in_process(instance=instance, asset_selection=[AssetKey(["extracted", "k"])])
-"""
+CHILD = held_run_script("slm4ie_assets.dagster_layer.assets", "unpack")
 
 
 @pytest.fixture
 def project(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    text = (REPO / "dagster.yaml").read_text().replace("base_dir: .dagster", f"base_dir: {home / '.dagster'}")
-    (home / "dagster.yaml").write_text(text)
-    write_files(tmp_path / "raw" / "k", {"a.txt": "ena\n\ndva\n"})
-    config = write_config(tmp_path, {"k": {"extractor": "text", "domain": "test"}})
-    instance = DagsterInstance.from_config(str(home))
-    yield home, config, instance
-    instance.dispose()
+    with stale_run_project(tmp_path) as made:
+        yield made
 
 
 def killed_run(home: Path, config: Path, instance) -> DagsterRun:
@@ -141,14 +115,6 @@ def dead_pid() -> tuple[int, str]:
     proc.kill()
     proc.wait()
     return proc.pid, start
-
-
-def add_run(instance, status: DagsterRunStatus, tags: dict, own: bool = True) -> DagsterRun:
-    run = DagsterRun(job_name="j", status=status, tags=tags)
-    if own:
-        run = run.with_tags({**tags, RUN_TAG: run.run_id})
-    instance.add_run(run)
-    return run
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="process start times need /proc")
@@ -218,17 +184,6 @@ def test_run_monitoring_asks_the_project_launcher_and_it_fails_a_killed_run(proj
     assert launcher.get_run_worker_debug_info(run).startswith("What to do: launch the run again")
     here = add_run(instance, DagsterRunStatus.STARTED, process_tags("x"))
     assert launcher.check_run_worker_health(instance.get_run_by_id(here.run_id)).status == WorkerStatus.RUNNING
-
-
-def launched(instance, pid: int, tags: dict, started_at: float | None = None) -> DagsterRun:
-    """A run as a launcher leaves it before its first step: Dagster's grpc tag and worker event, no
-    process tags of ours."""
-    run = add_run(instance, DagsterRunStatus.STARTED, tags, own=False)
-    event = DagsterEvent(DagsterEventType.ENGINE_EVENT.value, job_name="j",
-                         message=f"{WORKER_STARTED} (pid: {pid}).",
-                         event_specific_data=EngineEventData.in_process(pid))
-    instance.report_dagster_event(event, run.run_id, timestamp=started_at)
-    return run
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="process start times need /proc")

@@ -14,6 +14,7 @@ from slm4ie_assets.archives.names import TEMP_MARK
 from slm4ie_assets.archives.run import MAX_ROUNDS
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset
+from support.archive_files import files_under
 from support.files import read_jsonl, write_config, write_files
 
 DEPTH = 40
@@ -25,10 +26,6 @@ def chain(depth: int, text: bytes) -> bytes:
     for _ in range(depth):
         data = gzip.compress(data, mtime=0)
     return data
-
-
-def files_under(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
 def outcome(tmp_path: Path, catalog) -> tuple:

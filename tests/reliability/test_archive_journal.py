@@ -3,29 +3,13 @@
 again. `test_archive_kills.py` kills a nested unpack at every step; this file holds the two
 windows of the journal itself."""
 
-import io
 import json
-import tarfile
-from pathlib import Path
 
 from slm4ie_assets.archives import unpack_archives
 from slm4ie_assets.archives.journal import Intent, Journal, journal_path, read_journal
 from slm4ie_assets.archives.state import ArchiveEntry, OutputStamp, load_state, save_state
+from support.archive_files import files_under, tar_of
 from support.files import write_files
-
-
-def tar(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tf:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def files_under(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
 def test_a_journal_cut_short_or_already_saved_is_not_read_back(tmp_path):
@@ -33,7 +17,7 @@ def test_a_journal_cut_short_or_already_saved_is_not_read_back(tmp_path):
     state already holds (a kill between the state's save and the journal's removal) is not read
     again: its intents could undo what the run did after them."""
     raw, state = tmp_path / "raw" / "t", tmp_path / "state" / "archives.json"
-    write_files(raw, {"a.tar": tar({"x.txt": b"x\n"})})
+    write_files(raw, {"a.tar": tar_of({"x.txt": b"x\n"})})
     unpack_archives(raw, state)
     entry = load_state(state, print).archives["a.tar"]
     ghost = ArchiveEntry(entry.size, entry.mtime_ns, {**entry.outputs, "ghost.txt": OutputStamp(1, 1)})

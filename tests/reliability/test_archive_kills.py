@@ -21,12 +21,10 @@ the next run, by the real pipeline:
 and no temporary file is left behind."""
 
 import gzip
-import io
 import multiprocessing
 import os
 import shutil
 import signal
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -35,22 +33,12 @@ from slm4ie_assets.archives import unpack_archives
 from slm4ie_assets.archives.names import TEMP_MARK
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset
+from support import kill_points
+from support.archive_files import files_under, tar_of
 from support.files import read_jsonl, write_config, write_files
 
-_MUTATORS = ("replace", "rename", "link", "unlink", "remove", "mkdir", "makedirs", "rmdir", "fsync", "ftruncate",
-             "truncate", "utime", "chmod")
 INNER_TEXT = b"".join(f"Dober dan, to je vrstica {i:05d} besedila.\n".encode() for i in range(300))
 INNER = 5  # .txt.gz members of the budget root; its budget holds them and one of their texts
-
-
-def tar(members: dict[str, bytes], gz: bool = False) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz" if gz else "w", format=tarfile.PAX_FORMAT) as tf:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def tree_bytes(raw: Path, besides: frozenset[str]) -> int:
@@ -69,47 +57,17 @@ def _child(raw: str, state: str, max_bytes: int, save_every: float | None, kill_
     """Unpack raw/ once; the `kill_at`-th file-system mutation SIGKILLs the process first (-1:
     never, count them into `counter`). `peak` gets the most bytes the tree held at any mutation.
     `save_every`, when given, replaces the seconds between the run's state saves."""
-    import builtins
-    import io as io_module
-
-    calls = [0]
-
-    def point():
-        calls[0] += 1
-        if calls[0] - 1 == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
+    def measure() -> None:
         peak.value = max(peak.value, tree_bytes(Path(raw), besides))
 
-    def wrap(fn):
-        def wrapped(*args, **kwargs):
-            point()
-            return fn(*args, **kwargs)
-        return wrapped
-
-    for name in _MUTATORS:
-        if hasattr(os, name):
-            setattr(os, name, wrap(getattr(os, name)))
-    real_os_open, real_open = os.open, io_module.open
-
-    def os_open(path, flags, *args, **kwargs):
-        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND):
-            point()
-        return real_os_open(path, flags, *args, **kwargs)
-
-    def opener(file, mode="r", *args, **kwargs):
-        if any(c in mode for c in "wax+"):
-            point()
-        return real_open(file, mode, *args, **kwargs)
-
-    os.open = os_open
-    builtins.open = io_module.open = opener
+    points = kill_points.arm(kill_at, measure)
     from slm4ie_assets.archives import run, unpack_archives
     from slm4ie_assets.catalog import ArchiveLimits
 
     if save_every is not None:
         run.SAVE_EVERY = save_every
     unpack_archives(Path(raw), Path(state), ArchiveLimits(max_ratio=1e9, max_bytes=max_bytes))
-    counter.value = calls[0]
+    counter.value = points.count
 
 
 class KilledUnpack:
@@ -133,10 +91,6 @@ class KilledUnpack:
         proc.join(60)
         assert proc.exitcode is not None, "child hung"
         return proc.exitcode, counter.value, peak.value
-
-
-def files_under(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
 def reset(root: Path, raw_files: dict[str, bytes]) -> None:
@@ -168,7 +122,7 @@ class Peak:
 @pytest.mark.parametrize("save_every", [None, 0.0], ids=["journal", "state-saved-after-each-archive"])
 def test_a_killed_nested_unpack_keeps_the_root_budget_at_every_step(tmp_path, monkeypatch, save_every):
     inner = gzip.compress(INNER_TEXT, mtime=0)
-    root = tar({f"part{i}.txt.gz": inner for i in range(INNER)})
+    root = tar_of({f"part{i}.txt.gz": inner for i in range(INNER)})
     raw_files = {"root.tar": root, "plain.txt": b"navadna datoteka\n"}
     limit = len(inner) * INNER + len(INNER_TEXT) * 6 // 5  # the root's members and one of their texts fit, two do not
     cfg = write_config(tmp_path, {"t": {"extractor": "text", "domain": "test"}}, archives={"max_bytes": limit})
@@ -203,9 +157,9 @@ def test_a_killed_nested_unpack_keeps_the_root_budget_at_every_step(tmp_path, mo
 @pytest.mark.slow  # 27 kills, 2-3 s on a loaded 2-core host
 def test_a_killed_nested_unpack_withdraws_what_a_newer_root_dropped_at_every_step(tmp_path):
     deeper = gzip.compress(b"v1 globoko\n", mtime=0)
-    old = tar({"a.txt": b"v1 a\n", "b.txt": b"v1 b\n",
-               "in.tar.gz": tar({"c.txt": b"v1 c\n", "deeper.txt.gz": deeper}, gz=True)})
-    new = tar({"a.txt": b"v2 a\n"})
+    old = tar_of({"a.txt": b"v1 a\n", "b.txt": b"v1 b\n",
+                  "in.tar.gz": tar_of({"c.txt": b"v1 c\n", "deeper.txt.gz": deeper}, "w:gz")})
+    new = tar_of({"a.txt": b"v2 a\n"})
     cfg = write_config(tmp_path, {"t": {"extractor": "text", "domain": "test"}})
     catalog = load_catalog(cfg)
     raw, state = tmp_path / "raw" / "t", tmp_path / "out" / ".slm4ie" / "t" / "archives.json"
@@ -236,7 +190,7 @@ def test_an_archive_unpacked_again_as_the_same_version_starts_from_nothing_of_it
     again; its recorded tree is withdrawn first, so the inner archive's old text never stands
     beside its new copy (on h39a before this rule: the tree held both, 1.6x the budget)."""
     inner = gzip.compress(INNER_TEXT, mtime=0)
-    raw_files = {"root.tar": tar({"part0.txt.gz": inner})}
+    raw_files = {"root.tar": tar_of({"part0.txt.gz": inner})}
     limit = len(inner) + len(INNER_TEXT) * 6 // 5  # the tree once, not the text twice
     raw, state = tmp_path / "raw" / "t", tmp_path / "state" / "archives.json"
     write_files(raw, raw_files)
@@ -259,7 +213,7 @@ def test_an_edited_output_of_a_withdrawn_tree_is_replaced_as_before_not_refused(
     unpacking again replaces it, as it always did, instead of refusing the root as if the file were
     somebody's own (issue 39, case 1)."""
     raw, state = tmp_path / "raw" / "t", tmp_path / "state" / "archives.json"
-    write_files(raw, {"root.tar": tar({"in.tar": tar({"a.txt": b"iz arhiva\n"})})})
+    write_files(raw, {"root.tar": tar_of({"in.tar": tar_of({"a.txt": b"iz arhiva\n"})})})
     unpack_archives(raw, state)
     (raw / "a.txt").write_bytes(b"popravljeno na roke\n")
     (raw / "in.tar").unlink()  # the root unpacks again as the same version; in.tar's record goes with it

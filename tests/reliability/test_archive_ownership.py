@@ -10,13 +10,12 @@ file and its documents stay. A file that already holds exactly the member's byte
 archives in tmp_path, unpacked by the real pipeline."""
 
 import gzip
-import io
 import lzma
-import tarfile
 from pathlib import Path
 
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset
+from support.archive_files import files_under, tar_of
 from support.files import read_jsonl, write_config, write_files
 
 USER_TEXT = b"moje lastno besedilo, popravljeno na roke\n"
@@ -25,23 +24,9 @@ INNER_TEXT = b"".join(f"Dober dan, to je vrstica {i:05d} besedila.\n".encode() f
 NESTED = 30
 
 
-def tar(members: dict[str, bytes], compress=lambda b: b) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return compress(buf.getvalue())
-
-
 def catalog_for(tmp_path: Path, **archives):
     return load_catalog(write_config(tmp_path, {"t": {"extractor": "text", "domain": "test"}},
                                      **({"archives": archives} if archives else {})))
-
-
-def files_under(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
 def published_texts(tmp_path: Path) -> list[str]:
@@ -52,7 +37,7 @@ def with_nested_bomb(first: dict[str, bytes]) -> tuple[bytes, float]:
     """A tar.xz of `first` and NESTED .txt.gz members, and a max_ratio under which the root and
     its gz members fit the root's budget, the text in them does not."""
     inner = gzip.compress(INNER_TEXT, mtime=0)
-    root = tar({**first, **{f"part{i:02d}.txt.gz": inner for i in range(NESTED)}}, lzma.compress)
+    root = lzma.compress(tar_of({**first, **{f"part{i:02d}.txt.gz": inner for i in range(NESTED)}}))
     depth_one = sum(map(len, first.values())) + NESTED * len(inner)
     ratio = 2 * depth_one / len(root)
     assert ratio * len(root) < NESTED * len(INNER_TEXT) / 4
@@ -61,7 +46,7 @@ def with_nested_bomb(first: dict[str, bytes]) -> tuple[bytes, float]:
 
 def test_a_member_is_refused_where_a_users_own_file_stands(tmp_path):
     raw = tmp_path / "raw" / "t"
-    write_files(raw, {"a.txt": USER_TEXT, "root.tar": tar({"a.txt": ARCHIVE_TEXT, "b.txt": b"drugi\n"})})
+    write_files(raw, {"a.txt": USER_TEXT, "root.tar": tar_of({"a.txt": ARCHIVE_TEXT, "b.txt": b"drugi\n"})})
     catalog = catalog_for(tmp_path)
     lines: list[str] = []
     report = extract_dataset(catalog.dataset("t"), catalog, log=lines.append)
@@ -85,8 +70,8 @@ def test_a_member_is_refused_where_a_users_own_file_stands(tmp_path):
 
 def test_a_member_of_a_nested_archive_is_refused_too_and_the_root_rolled_back(tmp_path):
     raw = tmp_path / "raw" / "t"
-    inner = tar({"sub/a.txt": ARCHIVE_TEXT}, gzip.compress)
-    write_files(raw, {"sub/a.txt": USER_TEXT, "root.tar": tar({"x.txt": b"x\n", "inner.tar.gz": inner})})
+    inner = gzip.compress(tar_of({"sub/a.txt": ARCHIVE_TEXT}))
+    write_files(raw, {"sub/a.txt": USER_TEXT, "root.tar": tar_of({"x.txt": b"x\n", "inner.tar.gz": inner})})
     catalog = catalog_for(tmp_path)
     lines: list[str] = []
     report = extract_dataset(catalog.dataset("t"), catalog, log=lines.append)
@@ -135,7 +120,7 @@ def test_outputs_of_a_lost_state_are_taken_back_as_they_are(tmp_path):
     """Deleting `out/` (and the archive state with it) leaves every unpacked file in raw/ without a
     record: each holds exactly its member, so the next run takes it back, nothing is refused."""
     raw = tmp_path / "raw" / "t"
-    write_files(raw, {"root.tar": tar({"a.txt": ARCHIVE_TEXT, "in.txt.gz": gzip.compress(b"notri\n", mtime=0)})})
+    write_files(raw, {"root.tar": tar_of({"a.txt": ARCHIVE_TEXT, "in.txt.gz": gzip.compress(b"notri\n", mtime=0)})})
     catalog = catalog_for(tmp_path)
     first = extract_dataset(catalog.dataset("t"), catalog)
     assert first.manifest is not None and first.manifest.drops == {}

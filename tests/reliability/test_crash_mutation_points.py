@@ -11,7 +11,6 @@ manifest agrees with the files on disk, and the next run publishes the new versi
 
 import json
 import multiprocessing
-import os
 import random
 import shutil
 import signal
@@ -21,6 +20,7 @@ import pytest
 
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import ShardBatch, extract_dataset, extract_shard_batch, plan_dataset
+from support import kill_points
 from support.crash import (
     DATASETS,
     TwoVersionProject,
@@ -32,55 +32,18 @@ from support.crash import (
 )
 from support.files import write_config
 
-_MUTATORS = ("replace", "rename", "symlink", "link", "unlink", "remove", "mkdir", "makedirs", "rmdir", "fsync",
-             "ftruncate", "truncate", "utime", "chmod")
-
 
 def _child(config: str, keys: list, kill_at: int, counter) -> None:
     """Run the plain pipeline; the `kill_at`-th file-system mutation SIGKILLs the process first
     (-1: never, only count them into `counter`)."""
-    import builtins
-    import io as io_module
-
-    calls = [0]
-
-    def point():
-        calls[0] += 1
-        if calls[0] - 1 == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    def wrap(fn):
-        def wrapped(*args, **kwargs):
-            point()
-            return fn(*args, **kwargs)
-        return wrapped
-
-    for name in _MUTATORS:
-        if hasattr(os, name):
-            setattr(os, name, wrap(getattr(os, name)))
-    real_os_open = os.open
-
-    def os_open(path, flags, *args, **kwargs):
-        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND):
-            point()
-        return real_os_open(path, flags, *args, **kwargs)
-
-    os.open = os_open
-    real_open = io_module.open
-
-    def opener(file, mode="r", *args, **kwargs):
-        if any(c in mode for c in "wax+"):
-            point()
-        return real_open(file, mode, *args, **kwargs)
-
-    builtins.open = io_module.open = opener
+    points = kill_points.arm(kill_at)
     from slm4ie_assets.catalog import load_catalog as load
     from slm4ie_assets.pipeline import extract_dataset as run
 
     cat = load(config)
     for key in keys:
         run(cat.dataset(key), cat, workers=1)
-    counter.value = calls[0]
+    counter.value = points.count
 
 
 def _fork_context():

@@ -27,6 +27,7 @@ from slm4ie_assets.pipeline import extract_dataset
 from slm4ie_assets.planning.shards import list_shards
 from slm4ie_assets.store.dataset_store import DatasetStore
 from support.files import write_config, write_files
+from support.saved_dataset import write_saved_dataset
 
 _TRUNCATE_WHILE_READING = r"""
 import json, os, sys
@@ -48,28 +49,10 @@ print(json.dumps({"docs": 1 + len(rest), "drops": dict(ledger.counts), "warnings
 """
 
 
-FEATURES = {"text": {"dtype": "string", "_type": "Value"}, "id": {"dtype": "string", "_type": "Value"}}
-
-
 def _config(root: Path, rows: int) -> Path:
-    """A `save_to_disk` folder as `datasets` writes one (state.json, dataset_info.json, an Arrow
-    stream in batches of 1000 rows whose schema carries the features), written with pyarrow alone:
-    importing `datasets` costs seconds. The extractor reads it on its pyarrow path (arrow_dir.py)."""
-    import pyarrow as pa
-
+    """A `save_to_disk` folder (support.saved_dataset) under raw/k/cfg."""
     folder = root / "raw" / "k" / "cfg"
-    folder.mkdir(parents=True)
-    schema = pa.schema([("text", pa.string()), ("id", pa.string())],
-                       metadata={"huggingface": json.dumps({"info": {"features": FEATURES}})})
-    with pa.OSFile(str(folder / "data-00000-of-00001.arrow"), "wb") as sink, pa.ipc.new_stream(sink, schema) as out:
-        for start in range(0, rows, 1000):
-            ids = range(start, min(rows, start + 1000))
-            out.write_batch(pa.record_batch([[f"besedilo številka {i} " * 8 for i in ids], [f"r{i}" for i in ids]],
-                                            schema=schema))
-    (folder / "dataset_info.json").write_text(json.dumps({"features": FEATURES}))
-    (folder / "state.json").write_text(json.dumps({
-        "_data_files": [{"filename": "data-00000-of-00001.arrow"}], "_fingerprint": "f", "_format_columns": None,
-        "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False, "_split": None}))
+    write_saved_dataset(folder, rows, lambda i: f"besedilo številka {i} " * 8)
     return folder
 
 

@@ -7,16 +7,14 @@ the root as a counted `bad_archive` naming the root and the member where it trip
 the root's tree is left. Real archives in tmp_path, unpacked by the real pipeline."""
 
 import gzip
-import io
 import json
 import lzma
-import tarfile
-from pathlib import Path
 
 from slm4ie_assets.archives import unpack_archives
 from slm4ie_assets.archives.names import TEMP_MARK
 from slm4ie_assets.catalog import ArchiveLimits, load_catalog
 from slm4ie_assets.pipeline import extract_dataset
+from support.archive_files import files_under, tar_of
 from support.files import read_jsonl, write_config, write_files
 
 INNER_TEXT = b"".join(f"Dober dan, to je vrstica {i:05d} besedila.\n".encode() for i in range(1000))  # 41,000 B
@@ -25,13 +23,7 @@ RATIO = 500  # the limit scaled to the test: each archive alone is far under it,
 
 
 def tar_xz(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return lzma.compress(buf.getvalue())
+    return lzma.compress(tar_of(members))
 
 
 def nested_bomb() -> bytes:
@@ -40,10 +32,6 @@ def nested_bomb() -> bytes:
     inner = gzip.compress(INNER_TEXT, mtime=0)
     assert len(INNER_TEXT) < RATIO * len(inner) / 10
     return tar_xz({f"part{i:02d}.txt.gz": inner for i in range(MEMBERS)})
-
-
-def files_under(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
 def test_a_nested_archive_is_charged_to_its_root_and_a_breach_skips_only_the_root(tmp_path):

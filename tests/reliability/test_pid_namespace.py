@@ -21,16 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from dagster import (
-    DagsterEvent,
-    DagsterEventType,
-    DagsterInstance,
-    DagsterRun,
-    DagsterRunStatus,
-    RunsFilter,
-    build_sensor_context,
-)
-from dagster._core.events import EngineEventData
+from dagster import DagsterEventType, DagsterRunStatus, RunsFilter, build_sensor_context
 from dagster._core.launcher import WorkerStatus
 
 from slm4ie_assets.catalog import load_catalog
@@ -41,14 +32,13 @@ from slm4ie_assets.dagster_layer.stale_runs import (
     LAUNCHED_NAMESPACE_TAG,
     NAMESPACE_TAG,
     PID_TAG,
-    WORKER_STARTED,
     lost_process,
     pid_namespace,
     reap_dead_runs,
 )
 from slm4ie_assets.definitions import build_definitions
-from support.files import write_config, write_files
 from support.paths import REPO
+from support.stale_runs import held_run_script, launched, stale_run_project
 
 
 @pytest.fixture(autouse=True)
@@ -64,22 +54,7 @@ def _namespaces_can_be_made():
 
 # Materializes extracted/k into the instance at argv[1]; the step records its process, then stops
 # (the clean-up it would run next is replaced by a sleep): it prints "ready" and waits to be killed.
-RUN = """
-import sys, time
-from dagster import AssetKey, DagsterInstance
-import slm4ie_assets.dagster_layer.stale_runs as stale_runs
-from slm4ie_assets.catalog import load_catalog
-from slm4ie_assets.definitions import build_definitions
-
-def hold(*args, **kwargs):
-    print("ready", flush=True)
-    time.sleep(600)
-
-stale_runs.reap_dead_runs = hold
-instance = DagsterInstance.from_config(sys.argv[1])
-job = build_definitions(load_catalog(sys.argv[2])).resolve_implicit_global_asset_job_def()
-job.execute_in_process(instance=instance, asset_selection=[AssetKey(["extracted", "k"])])
-"""
+RUN = held_run_script("slm4ie_assets.dagster_layer.stale_runs", "reap_dead_runs")
 
 # A judge inside the run's namespace: for each line read, the run ids it marks ended, as JSON.
 JUDGE = """
@@ -94,15 +69,8 @@ with DagsterInstance.from_config(sys.argv[1]) as instance:
 
 @pytest.fixture
 def project(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    text = (REPO / "dagster.yaml").read_text().replace("base_dir: .dagster", f"base_dir: {home / '.dagster'}")
-    (home / "dagster.yaml").write_text(text)
-    write_files(tmp_path / "raw" / "k", {"a.txt": "ena\n\ndva\n"})
-    config = write_config(tmp_path, {"k": {"extractor": "text", "domain": "test"}})
-    instance = DagsterInstance.from_config(str(home))
-    yield home, config, instance
-    instance.dispose()
+    with stale_run_project(tmp_path) as made:
+        yield made
 
 
 def _children(pid: int) -> list[int]:
@@ -186,16 +154,6 @@ def test_a_live_run_in_another_pid_namespace_is_not_failed_and_is_judged_inside_
     assert f"(pid {inside_pid} on" in failure.message and "is gone" in failure.message
 
 
-def _launched(instance, pid: int, tags: dict) -> DagsterRun:
-    """A run as the launcher leaves it before its first step: Dagster's grpc tag and worker event."""
-    run = DagsterRun(job_name="j", status=DagsterRunStatus.STARTED, tags=tags)
-    instance.add_run(run)
-    event = DagsterEvent(DagsterEventType.ENGINE_EVENT.value, job_name="j", message=f"{WORKER_STARTED} (pid: {pid}).",
-                         event_specific_data=EngineEventData.in_process(pid))
-    instance.report_dagster_event(event, run.run_id)
-    return run
-
-
 def test_a_launched_worker_is_judged_only_in_the_launchers_namespace(project):
     """Before its first step a run is known by the pid of Dagster's launch event, a pid of the code
     server's namespace: a local code server's is the launcher's (tagged), one addressed by host name
@@ -215,9 +173,9 @@ def test_a_launched_worker_is_judged_only_in_the_launchers_namespace(project):
     gone = subprocess.Popen(["true"])
     gone.wait()
     local = {GRPC_INFO_TAG: json.dumps({"host": "localhost", "socket": "/tmp/x"}), LAUNCHED_FROM_TAG: host}
-    here = _launched(instance, gone.pid, {**local, LAUNCHED_NAMESPACE_TAG: pid_namespace()})
-    there = _launched(instance, gone.pid, {**local, LAUNCHED_NAMESPACE_TAG: elsewhere})
-    by_name = _launched(instance, gone.pid, {GRPC_INFO_TAG: json.dumps({"host": host, "port": 4000})})
+    here = launched(instance, gone.pid, {**local, LAUNCHED_NAMESPACE_TAG: pid_namespace()})
+    there = launched(instance, gone.pid, {**local, LAUNCHED_NAMESPACE_TAG: elsewhere})
+    by_name = launched(instance, gone.pid, {GRPC_INFO_TAG: json.dumps({"host": host, "port": 4000})})
     judged = {r.run_id: lost_process(instance, instance.get_run_by_id(r.run_id)) for r in (here, there, by_name)}
     assert judged[here.run_id] is not None and judged[here.run_id].pid == gone.pid
     assert judged[there.run_id] is None and judged[by_name.run_id] is None

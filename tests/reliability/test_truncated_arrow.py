@@ -23,10 +23,10 @@ from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_and_publish, plan_dataset
 from slm4ie_assets.planning.input_stamps import InputChanged
 from support.files import write_config
+from support.saved_dataset import write_saved_dataset
 
 TRIES = 6  # before, 13 tries in 20 died with SIGBUS: all six passing on the old code is a chance of 0.2%
 ROWS = 3 * 1024  # three windows of rows (huggingface.BATCH_ROWS)
-FEATURES = {"text": {"dtype": "string", "_type": "Value"}, "id": {"dtype": "string", "_type": "Value"}}
 _CHILD = r"""
 import json, sys
 from pathlib import Path
@@ -47,24 +47,9 @@ print(json.dumps({"docs": docs, "drops": dict(ledger.counts), "warnings": ledger
 
 
 def save_config(folder: Path, rows: int) -> Path:
-    """A `save_to_disk` folder as `datasets` writes one, with pyarrow alone (importing `datasets`
-    costs seconds): one Arrow stream of 1000-row batches whose schema carries the features. Each
-    text is 20 kB, so copying a window of rows out of the file takes tens of milliseconds."""
-    import pyarrow as pa
-
-    folder.mkdir(parents=True)
-    schema = pa.schema([("text", pa.string()), ("id", pa.string())],
-                       metadata={"huggingface": json.dumps({"info": {"features": FEATURES}})})
-    with pa.OSFile(str(folder / "data-00000-of-00001.arrow"), "wb") as sink, pa.ipc.new_stream(sink, schema) as out:
-        for start in range(0, rows, 1000):
-            ids = range(start, min(rows, start + 1000))
-            out.write_batch(pa.record_batch([[f"vrstica {i} " + "čebela " * 2500 for i in ids], [f"r{i}" for i in ids]],
-                                            schema=schema))
-    (folder / "dataset_info.json").write_text(json.dumps({"features": FEATURES}))
-    (folder / "state.json").write_text(json.dumps({
-        "_data_files": [{"filename": "data-00000-of-00001.arrow"}], "_fingerprint": "f", "_format_columns": None,
-        "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False, "_split": None}))
-    return folder / "data-00000-of-00001.arrow"
+    """A `save_to_disk` folder (support.saved_dataset); its Arrow file. Each text is 20 kB, so
+    copying a window of rows out of the file takes tens of milliseconds."""
+    return write_saved_dataset(folder, rows, lambda i: f"vrstica {i} " + "čebela " * 2500)
 
 
 def test_an_arrow_file_cut_while_the_next_rows_are_read_is_named_not_a_sigbus(tmp_path):

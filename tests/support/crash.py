@@ -9,7 +9,6 @@ import os
 import random
 import signal
 import subprocess
-import tarfile
 import threading
 import time
 import zipfile
@@ -19,6 +18,7 @@ from slm4ie_assets.archives import is_temp_name
 from slm4ie_assets.catalog import load_catalog
 from slm4ie_assets.pipeline import extract_dataset, plan_dataset
 from slm4ie_assets.store.dataset_store import PARTIAL, DatasetStore
+from support.archive_files import tar_of
 from support.dagster_cli import dagster_env
 from support.files import write_config
 from support.paths import REPO, VENV_BIN
@@ -76,20 +76,16 @@ MAKERS = {"jsonl": (jsonl_corpus, ".jsonl"), "text": (_text, ".txt"), "conllu": 
 
 
 def _archive(kind: str, members: dict) -> bytes:
-    buf = io.BytesIO()
-    if kind == "zip":
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name, data in members.items():
-                zf.writestr(name, data)
-    elif kind == "gz":
+    """A `.zip`, a `.gz` of the one member, or (any other kind) a `.tar.gz`."""
+    if kind == "gz":
         [data] = members.values()
         return gzip.compress(data, mtime=0)
-    else:
-        with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-            for name, data in members.items():
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tf.addfile(info, io.BytesIO(data))
+    if kind != "zip":
+        return tar_of(members, "w:gz")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
     return buf.getvalue()
 
 
