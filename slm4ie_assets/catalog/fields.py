@@ -22,6 +22,14 @@ DEFAULT_WATCH_INTERVAL = 30
 DEFAULT_STALL_SECONDS = 600
 DEFAULT_STALL_TIMEOUT_SECONDS = 0  # 0: never fail, only report
 DATASET_KEY_PATTERN = r"[A-Za-z0-9_]+"  # a dataset key names files under extracted/ and Dagster assets
+BUCKET_SCHEME = "s3://"  # input_dir/output_dir written so name a bucket prefix (catalog/locations.py)
+# S3's rule for a bucket's name: 3 to 63 lowercase letters, digits, '.' and '-', a letter or digit at
+# both ends (and no '..', which the loader checks); used with fullmatch
+BUCKET_NAME_PATTERN = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+URL_SCHEME_PATTERN = r"[A-Za-z][A-Za-z0-9+.-]*://"  # any URL: a scheme other than s3:// is refused
+# the schema's check of a location: a path (no URL scheme) or s3:// with a well-formed bucket name
+LOCATION_PATTERN = f"^(?!{URL_SCHEME_PATTERN})|^[sS]3://{BUCKET_NAME_PATTERN}(/|$)"
+PATH_PATTERN = f"^(?!{URL_SCHEME_PATTERN})"  # a local folder only
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,7 @@ class Setting:
     expected: str = ""  # the loader's words for a bad value: "expected <expected>, got <value>"
     per_dataset: str = ""  # a dataset may set its own: what 0 means, for that key's description
     shape: Mapping[str, Any] | None = None
+    pattern: str | None = None  # a string's schema pattern (the loader checks it in its own words)
 
     def accepts(self, value: Any) -> bool:
         if self.type == "boolean":
@@ -61,9 +70,11 @@ class Setting:
         out["type"] = [self.type, "null"] if self.nullable else self.type
         if self.type == "string":
             out["minLength"] = 1
+            if self.pattern is not None:
+                out["pattern"] = self.pattern
         if self.minimum is not None:
             out["exclusiveMinimum" if self.exclusive else "minimum"] = self.minimum
-        if not in_dataset:
+        if not in_dataset and (self.default is not None or self.nullable):
             out["default"] = self.default
         return out
 
@@ -126,11 +137,29 @@ ARCHIVES = (
             "skipped (default 200000).", "integer", 200_000, 0, exclusive=True, expected="a positive whole number"),
 )
 
+STORAGE_OPTIONS = (  # what extract.yaml may set for its buckets; credentials never (they would sit in git)
+    Setting("endpoint_url", "The S3 API's address, e.g. http://127.0.0.1:9000 for a MinIO on the local network "
+            "(default: AWS_ENDPOINT_URL, else AWS).", "string", expected="a non-empty string"),
+    Setting("region", "The bucket's region (default: AWS_REGION or the profile's).", "string",
+            expected="a non-empty string"),
+    Setting("profile", "A profile of ~/.aws/config and ~/.aws/credentials (default: AWS_PROFILE, else the "
+            "environment's keys).", "string", expected="a non-empty string"),
+)
+
 TOP = (
     Setting("input_dir", "Folder holding one raw/<key>/ folder per dataset, relative to this file's folder "
-            "(default data/raw).", "string", "data/raw", expected="a path string"),
+            "(default data/raw); or a bucket prefix s3://bucket/prefix holding one <key>/ prefix per dataset, "
+            "mirrored into work_dir before a run.", "string", "data/raw",
+            expected="a path string or s3://bucket/prefix", pattern=LOCATION_PATTERN),
     Setting("output_dir", "Folder receiving extracted/<key>.jsonl and its sidecar, relative to this file's "
-            "folder (default data/extracted).", "string", "data/extracted", expected="a path string"),
+            "folder (default data/extracted); or a bucket prefix s3://bucket/prefix, published to atomically.",
+            "string", "data/extracted", expected="a path string or s3://bucket/prefix", pattern=LOCATION_PATTERN),
+    Setting("work_dir", "Local folder for what a bucket needs on this host: the mirror of raw folders in a bucket "
+            "and the parts of datasets published to one, relative to this file's folder (default .slm4ie-work); "
+            "unused while input_dir and output_dir are paths.", "string", ".slm4ie-work",
+            expected="a path string (a local folder, not a URL)", pattern=PATH_PATTERN),
+    Setting("storage_options", "Settings for the buckets of input_dir and output_dir beside the AWS environment "
+            "(AWS_ENDPOINT_URL, AWS_REGION, AWS_PROFILE, ~/.aws); credentials come only from there."),
     Setting("max_workers", "Worker processes per dataset; 0 (or null) = all cores (those the process may use).",
             "integer", 0, 0, nullable=True, expected="a whole number >= 0 (0 = all cores)"),
     Setting("shard_group_threshold", "Above this many files, shards become groups of files.", "integer", 1000, 1,

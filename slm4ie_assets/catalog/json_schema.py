@@ -111,6 +111,9 @@ def _top() -> dict:
     props["archives"] = {"description": props["archives"]["description"], "type": ["object", "null"],
                          "additionalProperties": False,
                          "properties": {s.name: s.schema() for s in fields.ARCHIVES}}
+    props["storage_options"] = {"description": props["storage_options"]["description"], "type": ["object", "null"],
+                                "additionalProperties": False,
+                                "properties": {s.name: s.schema() for s in fields.STORAGE_OPTIONS}}
     props["datasets"] = {"description": props["datasets"]["description"], "type": ["object", "null"],
                          "propertyNames": {"description": "Letters, digits and underscores only.",
                                            "pattern": f"^{fields.DATASET_KEY_PATTERN}$", "not": {"pattern": "\\n"}},

@@ -30,8 +30,10 @@ from .fields import (
     DEFAULT_SPLIT_BYTES,
     DEFAULT_STALL_SECONDS,
     DEFAULT_STALL_TIMEOUT_SECONDS,
-    Setting,
 )
+from .locations import Location, StorageOptions
+from .places import Places, check_output_apart, read_places
+from .problems import CatalogError, Problems, dotted, setting_value
 
 if TYPE_CHECKING:
     from .located_yaml import KeyPath, YamlLocations
@@ -44,10 +46,6 @@ _KEY_RE = re.compile(fields.DATASET_KEY_PATTERN)  # used with fullmatch: `$` wou
 _TOP_KEYS = fields.names(fields.TOP)
 _DATASET_KEYS = fields.names(fields.DATASET)
 _ARCHIVE_KEYS = fields.names(fields.ARCHIVES)
-
-
-class CatalogError(ValueError):
-    """One or more problems in extract.yaml; the message lists every one."""
 
 
 @dataclass(frozen=True)
@@ -80,8 +78,12 @@ class DatasetSpec:
     stall_seconds: int = DEFAULT_STALL_SECONDS  # a pool worker without progress this long is reported
     stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT_SECONDS  # ... and fails the run (0: never)
     max_document_bytes: int = 0  # a document (its text line) over this is dropped; 0: no cap (recipe when set)
-    raw_dir: Path = Path()
-    output_dir: Path = Path()
+    raw_dir: Path = Path()  # local: for a dataset in a bucket, its mirror under work_dir
+    output_dir: Path = Path()  # local: for an output bucket, the parts' and versions' folder under work_dir
+    raw_location: str | None = None  # s3://bucket/prefix/<key> when the raw folder is in a bucket, else None
+    output_location: str | None = None  # s3://bucket/prefix when publishing to a bucket, else None
+    storage_options: StorageOptions = StorageOptions()  # for open_store(raw_location/output_location, ...)
+    mirror_state: Path | None = None  # the raw mirror's state file (storage/mirror.py), with raw_location
 
     @property
     def text_path(self) -> Path:
@@ -105,8 +107,12 @@ class DatasetSpec:
 @dataclass(frozen=True)
 class Catalog:
     path: Path
-    input_dir: Path
-    output_dir: Path
+    input_dir: Path  # local: a bucket's is its mirror's folder under work_dir
+    output_dir: Path  # local: an output bucket's is the parts' folder under work_dir
+    input_location: Location  # as extract.yaml wrote it: the path, or the bucket and prefix
+    output_location: Location
+    work_dir: Path
+    storage_options: StorageOptions
     max_workers: int = 0
     archives: ArchiveLimits = ArchiveLimits()
     shard_group_threshold: int = 1000
@@ -145,50 +151,6 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
     return parse_catalog(doc, path, locations)
 
 
-# ----------------------------------------------------------------------------- problems
-
-
-def _dotted(path: KeyPath) -> str:
-    return ".".join(str(part) for part in path)
-
-
-@dataclass
-class _Problems:
-    """Every problem found so far, each with the line it points at when the file's lines are known."""
-
-    locations: YamlLocations | None
-    found: list[tuple[int, str]] = field(default_factory=list)
-
-    def add(self, path: KeyPath, message: str) -> None:
-        self._append(path, f"{_dotted(path)}: {message}" if path else message)
-
-    def add_reported(self, base: KeyPath, text: str) -> None:
-        """A message from an extractor's own validation, which starts with the dotted path it is about."""
-        head = text.split(": ", 1)[0]
-        prefix = _dotted(base)
-        path = base
-        if head.startswith(prefix + ".") and len(head) > len(prefix) + 1:
-            path = base + tuple(head[len(prefix) + 1:].split("."))
-        self._append(path, text)
-
-    def _append(self, path: KeyPath, text: str) -> None:
-        line = self.locations.line_of(path) if self.locations is not None else 0
-        self.found.append((line, text))
-
-    def __len__(self) -> int:
-        return len(self.found)
-
-    def raise_if_any(self, file: Path) -> None:
-        if not self.found:
-            return
-        ordered = sorted(self.found, key=lambda item: item[0])  # stable: one line's problems keep their order
-        if self.locations is None:
-            lines = "\n".join(f"  - {text}" for _, text in ordered)
-        else:
-            lines = "\n".join(f"  - {file}:{line}: {text}" for line, text in ordered)
-        raise CatalogError(f"{file}: {len(ordered)} problem(s) in the extraction config:\n{lines}")
-
-
 # ----------------------------------------------------------------------------- validation
 
 
@@ -199,61 +161,26 @@ def parse_catalog(doc: Any, path: Path, locations: YamlLocations | None = None) 
     if not isinstance(doc, dict):
         where = f"{path}:{locations.line_of(())}" if locations is not None else str(path)
         raise CatalogError(f"{where}: top level must be a mapping")
-    problems = _Problems(locations)
+    problems = Problems(locations)
     for duplicate in locations.duplicates if locations is not None else ():
         problems.add(duplicate.path, f"duplicate key (first at line {duplicate.first_line}, again at line "
                                      f"{duplicate.again_line}); YAML keeps only the last one, so remove or rename one")
     for key in sorted(set(doc) - _TOP_KEYS, key=str):
         problems.add((key,), f"unknown top-level key (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    input_dir = _directory(doc, "input_dir", path.parent, problems)
-    output_dir = _directory(doc, "output_dir", path.parent, problems)
-    max_workers = _setting(doc, (), fields.by_name(fields.TOP, "max_workers"), problems)
-    threshold = _setting(doc, (), fields.by_name(fields.TOP, "shard_group_threshold"), problems)
+    places = read_places(doc, path.parent, problems)
+    max_workers = setting_value(doc, (), fields.by_name(fields.TOP, "max_workers"), problems)
+    threshold = setting_value(doc, (), fields.by_name(fields.TOP, "shard_group_threshold"), problems)
     limits = _archive_limits(doc.get("archives"), problems)
-    defaults = {s.name: _setting(doc, (), s, problems) for s in fields.INHERITED}
-    datasets = _parse_datasets(doc.get("datasets", {}), input_dir, output_dir, problems, defaults)
-    _check_output_apart(doc, output_dir, datasets, problems)
+    defaults = {s.name: setting_value(doc, (), s, problems) for s in fields.INHERITED}
+    datasets = _parse_datasets(doc.get("datasets", {}), places, problems, defaults)
+    check_output_apart(doc, places, datasets, problems)
     problems.raise_if_any(path)
-    return Catalog(path, input_dir, output_dir, max_workers, limits, threshold, datasets, defaults["split_bytes"],
+    return Catalog(path, places.input_dir, places.output_dir, places.input, places.output, places.work_dir,
+                   places.storage_options, max_workers, limits, threshold, datasets, defaults["split_bytes"],
                    defaults["max_shards_per_run"])
 
 
-def _check_output_apart(doc: dict, output_dir: Path, datasets: dict, problems: _Problems) -> None:
-    """An output folder inside a raw folder makes every run read its own parts and versions back as
-    input (2 -> 8 -> 30 documents); a raw folder inside the output folder mixes inputs with what
-    clean-up and publish own. Both are refused, at the `output_dir` line (or the dataset's)."""
-    for key, spec in datasets.items():
-        raw = spec.raw_dir.resolve()
-        if output_dir == raw or output_dir.is_relative_to(raw):
-            what = f"the output folder {output_dir} is inside dataset {key!r}'s raw folder {raw}"
-        elif raw.is_relative_to(output_dir):
-            what = f"the output folder {output_dir} holds dataset {key!r}'s raw folder {raw}"
-        else:
-            continue
-        where = ("output_dir",) if "output_dir" in doc else ("datasets", key)
-        problems.add(where, f"{what}: each run would read its own outputs back as input (or clean-up would "
-                            "touch raw files); put output_dir and input_dir/<key> side by side")
-
-
-def _setting(mapping: dict, where: KeyPath, setting: Setting, problems: _Problems, default: Any = None) -> Any:
-    """A plain setting checked by its row of the field table, else `default` (the table's when None)."""
-    default = setting.default if default is None else default
-    value = mapping.get(setting.name, default)
-    if value is None and setting.nullable:
-        return default
-    if not setting.accepts(value):
-        problems.add(where + (setting.name,), f"expected {setting.expected}, got {value!r}")
-        return default
-    return value
-
-
-def _directory(doc: dict, name: str, base: Path, problems: _Problems) -> Path:
-    value = _setting(doc, (), fields.by_name(fields.TOP, name), problems)
-    p = Path(value).expanduser()
-    return (p if p.is_absolute() else base / p).resolve()
-
-
-def _archive_limits(arch: Any, problems: _Problems) -> ArchiveLimits:
+def _archive_limits(arch: Any, problems: Problems) -> ArchiveLimits:
     limits = ArchiveLimits()
     if arch is None:
         return limits
@@ -262,11 +189,11 @@ def _archive_limits(arch: Any, problems: _Problems) -> ArchiveLimits:
         return limits
     for k in sorted(set(arch) - _ARCHIVE_KEYS, key=str):
         problems.add(("archives", k), f"unknown key (allowed: {', '.join(s.name for s in fields.ARCHIVES)})")
-    ratio, mbytes, members = (_setting(arch, ("archives",), s, problems) for s in fields.ARCHIVES)
+    ratio, mbytes, members = (setting_value(arch, ("archives",), s, problems) for s in fields.ARCHIVES)
     return ArchiveLimits(float(ratio), int(mbytes), int(members))
 
 
-def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: _Problems, defaults: dict) -> dict:
+def _parse_datasets(raw_sets: Any, places: Places, problems: Problems, defaults: dict) -> dict:
     if raw_sets is None:
         return {}
     if not isinstance(raw_sets, dict):
@@ -274,14 +201,13 @@ def _parse_datasets(raw_sets: Any, input_dir: Path, output_dir: Path, problems: 
         return {}
     datasets: dict[str, DatasetSpec] = {}
     for key, entry in raw_sets.items():
-        spec = _parse_dataset(key, entry, input_dir, output_dir, problems, defaults)
+        spec = _parse_dataset(key, entry, places, problems, defaults)
         if spec is not None:
             datasets[key] = spec
     return datasets
 
 
-def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, problems: _Problems,
-                   defaults: dict) -> DatasetSpec | None:
+def _parse_dataset(key: Any, entry: Any, places: Places, problems: Problems, defaults: dict) -> DatasetSpec | None:
     where = ("datasets", key)
     if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
         problems.add(where, "dataset key must be letters, digits and underscores only "
@@ -308,26 +234,26 @@ def _parse_dataset(key: Any, entry: Any, input_dir: Path, output_dir: Path, prob
     raw_options = entry.get("metadata")
     if extractor in EXTRACTORS:
         try:
-            options = get_extractor_class(extractor).parse_options(raw_options, f"{_dotted(where)}.metadata")
+            options = get_extractor_class(extractor).parse_options(raw_options, f"{dotted(where)}.metadata")
         except ValueError as exc:
             problems.add_reported(where + ("metadata",), str(exc))
     settings = _dataset_settings(entry, where, problems)
     for setting in fields.INHERITED:
-        settings[setting.name] = _setting(entry, where, setting, problems, defaults[setting.name])
+        settings[setting.name] = setting_value(entry, where, setting, problems, defaults[setting.name])
     if len(problems) > n_before:
         return None
     assert isinstance(extractor, str) and isinstance(domain, str)  # checked above, else a problem was added
     return DatasetSpec(
         key=key, extractor=extractor, domain=domain, options=options, raw_options=raw_options,
-        raw_dir=input_dir / key, output_dir=output_dir, **settings,
+        **places.dataset_fields(key), **settings,
     )
 
 
-def _dataset_settings(entry: dict, where: KeyPath, problems: _Problems) -> dict:
+def _dataset_settings(entry: dict, where: KeyPath, problems: Problems) -> dict:
     """The dataset's run settings (not part of its recipe: they never change the bytes written)."""
     settings: dict[str, Any] = {}
     for name in ("strict", "watch", "watch_interval"):
-        settings[name] = _setting(entry, where, fields.by_name(fields.DATASET, name), problems)
+        settings[name] = setting_value(entry, where, fields.by_name(fields.DATASET, name), problems)
     schedule = entry.get("schedule")
     if schedule is not None and not _is_valid_cron(schedule):
         problems.add(where + ("schedule",), "expected a valid 5-field cron string (minute hour day-of-month "
@@ -338,7 +264,7 @@ def _dataset_settings(entry: dict, where: KeyPath, problems: _Problems) -> dict:
     return settings
 
 
-def _owners(value: Any, where: KeyPath, problems: _Problems) -> tuple[str, ...]:
+def _owners(value: Any, where: KeyPath, problems: Problems) -> tuple[str, ...]:
     """Checked here with Dagster's rule for owners (docs/decisions.md, "Catalog checks without
     Dagster"), so a bad owner is a located config error, not a load crash."""
     if value is None:
