@@ -1,4 +1,4 @@
-"""Where a catalog's folders are: a path on this host, or a prefix in a bucket (`s3://bucket/prefix`).
+"""Where a catalog's folders are: a path on this host, or a prefix in a bucket (`s3://bucket/prefix`, D26).
 
 A bucket's raw folders are mirrored into a local work folder and extracted there with the POSIX
 pipeline, so a dataset on a bucket still has local `raw_dir` and `output_dir` Paths; the Location

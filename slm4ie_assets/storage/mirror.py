@@ -1,5 +1,5 @@
 """A store's objects mirrored into a local folder, so the POSIX pipeline can extract a raw folder that
-lives in a bucket (issue 42, its first step; ranged reads replace the mirror later).
+lives in a bucket (issue 42, its first step; ranged reads replace the mirror later; D26).
 
 Only what changed moves: an object is downloaded when its size or tag differs from what the last
 mirror recorded (storage/mirror_state.py), or its local copy is gone or altered. Each download goes

@@ -110,7 +110,7 @@ def test_citation_forms():
 
 def test_the_decisions_and_addendum_sections_are_each_defined_once_where_expected():
     defined = definitions()
-    decisions = {f"D{n}" for n in range(1, 26)} | {f"S{n}" for n in range(1, 15)}
+    decisions = {f"D{n}" for n in range(1, 27)} | {f"S{n}" for n in range(1, 15)}
     subsections = {1: 0, 2: 4, 3: 3, 4: 6, 5: 4, 6: 7, 7: 0, 8: 7, 9: 0}
     sections = {f"ADDENDUM {top}" for top in subsections}
     sections |= {f"ADDENDUM {top}.{sub}" for top, count in subsections.items() for sub in range(1, count + 1)}
