@@ -2,13 +2,16 @@
 folder in a bucket): only what changed moves, the object's time becomes the file's mtime, files the
 mirror did not write are never touched, unsafe names are skipped with a warning, memory is bounded
 by the chunk, `changed_since` names what changed before a publish, and a SIGKILL at any
-file-system mutation leaves whole files that the next mirror repairs. The "bucket" is a folder
-(DiskStore) behind the same Store interface a bucket implements."""
+file-system mutation leaves whole files that the next mirror repairs. Each test runs against a
+folder (DiskStore) and against a bucket prefix on the local S3 server (BucketStore, the s3_bucket
+fixture of tests/support/s3.py, which arrives with storage/bucket.py: until that is merged the
+bucket cases skip)."""
 
 import io
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -28,14 +31,22 @@ NEW = {"a.jsonl": b'{"text": "A"}\n', "deep/b.txt": b"B" * 3000, "deep/er/c.txt"
        "folder": b"now a file", ".f.jsonl.Ab12Cd": b"rsync's temp", "d.part": b"partial"}
 
 
-class Place:
-    """A bucket (here a folder behind the Store interface), the local folder and the mirror's state."""
+def open_test_store(url: str):
+    """The store behind `url`: a bucket prefix (storage/urls.py) or a folder."""
+    if url.startswith("s3://"):
+        from slm4ie_assets.storage.urls import open_store
 
-    def __init__(self, root: Path, work: Path | None = None):
-        self.root = root
-        self.store = DiskStore(root / "bucket")
-        (root / "bucket").mkdir(parents=True, exist_ok=True)
-        work = work or root / "work"
+        return open_store(url)
+    Path(url).mkdir(parents=True, exist_ok=True)
+    return DiskStore(Path(url))
+
+
+class Place:
+    """A store (a folder, or a bucket prefix), the local folder and the mirror's state under `work`."""
+
+    def __init__(self, url: str, work: Path):
+        self.url = url
+        self.store = open_test_store(url)
         self.local = work / "raw" / "d"
         self.state = work / "state" / "d.json"
 
@@ -53,8 +64,11 @@ class Place:
 
     def _drop_empty_folders(self, name: str) -> None:
         """A folder has folders a bucket has not: one left empty would keep its name from an object."""
-        folder = (self.root / "bucket" / name).parent
-        while folder != self.root / "bucket" and not any(folder.iterdir()):
+        if self.url.startswith("s3://"):
+            return
+        root = Path(self.url)
+        folder = (root / name).parent
+        while folder != root and not any(folder.iterdir()):
             folder.rmdir()
             folder = folder.parent
 
@@ -72,9 +86,13 @@ class Place:
                 for p in sorted(self.local.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture
-def place(tmp_path) -> Place:
-    return Place(tmp_path)
+@pytest.fixture(params=["disk", "bucket"])
+def place(request, tmp_path) -> Place:
+    if request.param == "disk":
+        return Place(str(tmp_path / "bucket"), tmp_path / "work")
+    pytest.importorskip("slm4ie_assets.storage.urls", reason="the bucket store is not merged yet")
+    bucket = request.getfixturevalue("s3_bucket")
+    return Place(f"{bucket.url}/corpora/d", tmp_path / "work")
 
 
 def test_the_first_mirror_copies_every_object_with_its_time_and_copy_tools_names_as_listed(place):
@@ -145,23 +163,23 @@ def test_a_symlink_on_an_objects_path_is_not_followed(place, tmp_path):
 
 
 class ListedAs:
-    """A DiskStore whose objects are listed under other names, as a bucket may name them ('/a',
-    'a/../b', 'a//b', and 'x' beside 'x/y', which a folder cannot hold): a Store over real files."""
+    """A store whose objects are listed under other names, as a bucket may name them ('/a', 'a/../b',
+    'a//b', and 'x' beside 'x/y', which a folder cannot hold; not every S3 server keeps them all)."""
 
-    def __init__(self, store: DiskStore, names: dict):
-        self.disk, self.names = store, names  # listed name -> file name
+    def __init__(self, store, names: dict):
+        self.inner, self.names = store, names  # listed name -> the object's own name
 
     @property
     def url(self) -> str:
-        return "s3://listed-as/" + self.disk.url
+        return "listed-as:" + self.inner.url
 
     def list(self, prefix=""):
         for listed, real in sorted(self.names.items(), key=lambda item: item[0].encode()):
-            obj = self.disk.stat(real)
+            obj = self.inner.stat(real)
             yield StoredObject(listed, obj.size, obj.tag, obj.modified_ns)
 
     def open_read(self, name, start=0, end=None):
-        return self.disk.open_read(self.names[name], start, end)
+        return self.inner.open_read(self.names[name], start, end)
 
 
 def test_names_that_are_not_safe_paths_are_skipped_with_a_warning_naming_them(place):
@@ -211,7 +229,7 @@ def test_the_state_is_a_typed_record_that_names_its_store(place):
     state = load_state(place.state, place.store.url)
     assert set(state.files) == set(OLD) and all(isinstance(f, MirroredFile) and f.whole for f in state.files.values())
     assert json.loads(place.state.read_text())["store"] == place.store.url
-    with pytest.raises(MirrorStateError, match="the state of a mirror of .*bucket, not of /elsewhere"):
+    with pytest.raises(MirrorStateError, match=f"the state of a mirror of {re.escape(place.url)}, not of /elsewhere"):
         mirror(DiskStore(Path("/elsewhere")), place.local, place.state)
     place.state.write_text("{not json")
     with pytest.raises(MirrorStateError, match=f"{place.state}: not a readable mirror state"):
@@ -221,12 +239,14 @@ def test_the_state_is_a_typed_record_that_names_its_store(place):
 # ----------------------------------------------------------------------------- kills
 
 
-def _kill_each_point(root: str, saved: str, limit: int) -> None:
-    """In a clean process (a forkserver's child, no threads): for k = 0, 1, ... the saved work folder
+def _kill_each_point(url: str, root: str, saved: str, environ: dict, stride: int) -> None:
+    """In a clean process (a forkserver's child, no threads): for k = 0, stride, ... the saved work folder
     is copied to kills/<k>/ and a forked child mirrors into it, SIGKILLed before its k-th file-system
     mutation, until a child passes every point; the exit codes go to kills.json."""
+    os.environ.update(environ)  # a bucket's endpoint and credentials
+    Place(url, Path(saved))  # a bucket client's API model is loaded once, before the forks
     results = []
-    for kill_at in range(limit):
+    for kill_at in range(0, 10_000, stride):
         work = Path(root) / "kills" / str(kill_at)
         shutil.copytree(saved, work, symlinks=True)  # copy2 keeps the mtimes the mirror checks
         pid = os.fork()
@@ -234,7 +254,7 @@ def _kill_each_point(root: str, saved: str, limit: int) -> None:
             code = 1
             try:
                 kill_points.arm(kill_at)
-                Place(Path(root), work).mirror()
+                Place(url, work).mirror()
                 code = 0
             finally:
                 os._exit(code)
@@ -254,17 +274,21 @@ def test_a_kill_at_any_mutation_leaves_whole_files_and_the_next_mirror_repairs_t
     place.become(NEW)
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["slm4ie_assets.storage.mirror", "support.kill_points", __name__])
-    runner = ctx.Process(target=_kill_each_point, args=(str(tmp_path), str(saved), 500))
+    environ = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    # every point on a folder; every third against the bucket, whose requests make each repair slower (the
+    # points are the local folder's mutations either way)
+    stride = 1 if isinstance(place.store, DiskStore) else 3
+    runner = ctx.Process(target=_kill_each_point, args=(place.url, str(tmp_path), str(saved), environ, stride))
     runner.start()
     runner.join(120)
     assert runner.exitcode == 0
     results = json.loads((tmp_path / "kills.json").read_text())
-    assert results[-1][1] == 0 and len(results) > 20, "the mirror passes many points; is the harness armed?"
+    assert results[-1][1] == 0 and results[-1][0] > 20, "the mirror passes many points; is the harness armed?"
     allowed = {name: {OLD.get(name), NEW.get(name)} - {None} for name in set(OLD) | set(NEW)}
     allowed["by_hand.txt"] = {b"not the mirror's"}
     for kill_at, code in results[:-1]:
         assert code == -signal.SIGKILL, f"kill {kill_at}: exit {code}"
-        killed = Place(tmp_path, tmp_path / "kills" / str(kill_at))
+        killed = Place(place.url, tmp_path / "kills" / str(kill_at))
         for name, data in killed.local_files().items():  # only whole files, each some version of its object
             assert data in allowed[name], f"kill {kill_at}: {name} holds {data[:40]!r}"
         report = killed.mirror()
