@@ -46,7 +46,7 @@ case "${1:-}" in
 start)
   if answers; then echo "S3 server answers at $ENDPOINT"; exit 0; fi
   [[ -x $SERVER ]] || { echo "no $SERVER: run 'make venv' first (moto is in the test extra)" >&2; exit 1; }
-  if { exec 4<>"/dev/tcp/127.0.0.1/$PORT"; } 2>/dev/null; then
+  if ! alive && { exec 4<>"/dev/tcp/127.0.0.1/$PORT"; } 2>/dev/null; then
     echo "port $PORT is taken by something that is not an S3 server of ours: set S3_PORT" >&2; exit 1
   fi
   mkdir -p "$STATE"

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slm4ie_assets.storage.base import Store
-from slm4ie_assets.storage.bucket import BucketStore, ClientOptions
 
 SCHEME = "s3://"
 OPTION_NAMES = ("endpoint_url", "region", "profile")
@@ -54,23 +53,26 @@ def parse_bucket_url(location: str) -> BucketLocation | None:
     return BucketLocation(bucket, prefix)
 
 
-def client_options(options: Mapping[str, str] | None) -> ClientOptions:
-    """extract.yaml's storage options as typed client settings; an unknown name is a ValueError."""
+def checked_options(options: Mapping[str, str] | None) -> dict[str, str]:
+    """extract.yaml's storage options that are set; an unknown name is a ValueError."""
     given = dict(options or {})
     unknown = sorted(set(given) - set(OPTION_NAMES))
     if unknown:
         raise ValueError(f"unknown storage option(s) {', '.join(unknown)}: known are {', '.join(OPTION_NAMES)} "
                          "(credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile)")
-    return ClientOptions(**{name: str(value) for name, value in given.items() if value not in (None, "")})
+    return {name: str(value) for name, value in given.items() if value not in (None, "")}
 
 
 def open_store(location: str | os.PathLike[str], options: Mapping[str, str] | None = None) -> Store:
     """The store at `location`: a bucket prefix for `s3://...`, else the folder at that path
     (`options` apply to buckets only and are checked either way)."""
-    settings = client_options(options)
+    settings = checked_options(options)
     bucket = parse_bucket_url(os.fspath(location)) if isinstance(location, str) else None
     if bucket is not None:
-        return BucketStore(bucket.bucket, bucket.prefix, settings)
+        # only here: importing boto3 costs ~0.6 s, which a run on a plain path never pays
+        from slm4ie_assets.storage.bucket import BucketStore, ClientOptions
+
+        return BucketStore(bucket.bucket, bucket.prefix, ClientOptions(**settings))
     # storage/disk.py comes from its own branch: until both are merged, found by name at the call
     # (the lead turns this into `from slm4ie_assets.storage.disk import DiskStore`)
     disk = importlib.import_module("slm4ie_assets.storage.disk")
