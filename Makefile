@@ -13,7 +13,7 @@ EXTRAS := --all-extras
 # uv never downloads an interpreter of its own here: the venv uses $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: venv demo demo-ui home lint lock schema test test-deps test-long test-newest test-xml-newest ui daemon bench bench-scaling bench-unpack clean slurm-up slurm-down
+.PHONY: venv demo demo-ui home lint lock schema test test-deps test-long test-newest test-xml-newest ui daemon bench bench-scaling bench-unpack clean slurm-up slurm-down s3-up s3-down
 
 venv: $(STAMP)
 
@@ -71,6 +71,15 @@ slurm-up:
 
 slurm-down:
 	deploy/slurm/one-node-cluster.sh stop
+
+# A local S3 API server (moto's, from .venv) on 127.0.0.1:$(S3_PORT) for the object-store tests;
+# without it, they start one of their own per session. .ci/run brackets the suite with these too.
+S3_PORT ?= 9555
+s3-up: venv
+	S3_PORT=$(S3_PORT) deploy/s3/local-s3.sh start
+
+s3-down:
+	S3_PORT=$(S3_PORT) deploy/s3/local-s3.sh stop
 
 # For maintainers, not CI: a throwaway venv with the newest releases pyproject.toml allows (not
 # the lock), then the whole suite. Green means `make lock UPGRADE=1` is safe to commit.

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -86,7 +87,7 @@ def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None, workers:
     store = DatasetStore(spec)
     store.retire_unpublished()
     with decoding_threads(effective_workers(workers, catalog.max_workers)):
-        return unpack_archives(spec.raw_dir, store.state / "archives.json", catalog.archives, log=log)
+        return unpack_archives(spec.raw_dir, store.archive_state, catalog.archives, log=log)
 
 
 def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
@@ -101,9 +102,9 @@ def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
     # D6: skipped archives and members, then raw entries named like inputs that cannot be read
     unreadable = list(archive_drops) + [f"{spec.key}/{entry} [unreadable_path]" for entry in discovery.unreadable]
     shards = plan_shards(extractor, discovery.files, group_threshold, spec.split_bytes)  # docs/splitting.md
-    held = hold_back(spec, shards) if hold_arriving and not force else HeldBack(shards, [])
-    shards = held.planned
     store = DatasetStore(spec)
+    held = hold_back(spec, shards, store.archive_state) if hold_arriving and not force else HeldBack(shards, [])
+    shards = held.planned
     stale = [s for s in shards if force or not store.part_is_current(s)]
     up_to_date = not force and not stale and store.is_published(shards, unreadable)
     return DatasetPlan(spec, shards, stale, up_to_date, force, workers, unreadable=unreadable,
@@ -274,7 +275,7 @@ def _start_stager(plan: DatasetPlan, store: DatasetStore, stale: list[Shard]) ->
         return None
     try:
         stager = VersionStager(store, plan.shards, plan.spec.text_path.name, plan.spec.sidecar_path.name,
-                               plan.clock)
+                               partial(plan.clock.timed, "stage"))
     except OSError:
         return None  # a full disk, say: the publish assembles at once and reports what fails then
     writing = {s.key for s in stale}

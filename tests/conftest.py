@@ -5,6 +5,9 @@ import pytest
 
 from support.extraction import Corpus
 
+# s3_server (a local S3 API server for the session) and s3_bucket (a fresh bucket per test)
+pytest_plugins = ["support.s3"]
+
 
 @pytest.fixture
 def instance(tmp_path):

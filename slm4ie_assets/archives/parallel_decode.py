@@ -26,19 +26,13 @@ from typing import BinaryIO, Protocol
 
 from zlib_ng import zlib_ng
 
+from ..utils.cpus import usable_cpus
 from .errors import SkipArchive
 from .streams import CHUNK, Readable
 
 PIECE_READ_AHEAD = 32 << 20  # decoded bytes a piece may hold before the reader takes them
 
 _THREAD_LIMIT: ContextVar[int] = ContextVar("slm4ie_archive_threads", default=0)
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity, where the platform says)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def decode_threads() -> int:

@@ -231,7 +231,7 @@ def evaluate_raw(
         return skipped(f"{spec.key}: raw folder {spec.raw_dir} does not exist", previous)
     try:
         with dataset_lock(lock_path(spec), spec.key, timeout=0, log=lambda _msg: None):
-            arriving = arrivals(spec.raw_dir, spec.settle_seconds, DatasetStore(spec).state / "archives.json",
+            arriving = arrivals(spec.raw_dir, spec.settle_seconds, DatasetStore(spec).archive_state,
                                 previous.look, now_ns)
             _warn_future(spec, arriving, warn)
             if warn is not None and arriving.stale:  # copy tools' leftovers that stopped changing: named once

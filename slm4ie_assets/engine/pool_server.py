@@ -5,25 +5,19 @@ bench machine). The pool asks for it only after the run has imported the pipelin
 so a run that starts it as soon as it knows it wants workers (`start_early`: the CLI's `extract`,
 right after reading extract.yaml) has the server importing on another core while its own process
 imports the pipeline, and the first task starts almost as soon as the pool opens
-(docs/splitting.md, "Fixed costs"). This module imports only the standard library, so that
-starting the server early costs the caller nothing it would not import anyway.
+(docs/splitting.md, "Fixed costs"). This module imports only the standard library (and
+utils/cpus.py, which does too), so that starting the server early costs the caller nothing it would
+not import anyway.
 """
 
 import multiprocessing
-import os
 from multiprocessing import forkserver
+
+from ..utils.cpus import usable_cpus
 
 # What every worker needs (the part writer, the extractors, the stage clock), imported once by the
 # server: a new worker then costs a fork, not an interpreter start and its imports.
 PRELOAD = ["slm4ie_assets.engine.pool_worker", "slm4ie_assets.engine.stage_clock"]
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity, where the platform says; a container's
-    cgroup quota is not seen)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def effective_workers(requested: int | None, default: int) -> int:

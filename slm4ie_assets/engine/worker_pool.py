@@ -23,7 +23,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from ..catalog import DatasetSpec
-from .pool_server import pool_context, usable_cpus
+from ..utils.cpus import usable_cpus
+from .pool_server import pool_context
 from .pool_worker import Failed, PartWork, WorkerStart, serve
 from .progress import ShardCounters
 from .range_scheduler import Counting, Extracting, Job

@@ -3,31 +3,16 @@
 Line n of the sidecar belongs to line n of the text. A document without tokens gets a stub line
 (`{"doc_id", "uid"}`) there, but only once the sidecar exists: it is opened at the first annotated
 document, with stubs back-filled for the documents before it, so a part (or a dataset) with no
-annotations at all has no sidecar.
+annotations at all has no sidecar. The stub line itself is the store's (store/sidecar_stubs.py):
+the publish rebuilds the same stubs for a part without a sidecar.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-import orjson
-
-from ..schema import dumps, stub_record
+from ..store.sidecar_stubs import stub_line, stub_lines_from_text
 from ..utils.gzipio import LEVEL, GzipMemberWriter, fsync_file
-
-
-def stub_line(doc_id: str, doc_uid: str) -> bytes:
-    return dumps(stub_record(doc_id, doc_uid)) + b"\n"
-
-
-def stub_lines_from_text(text_path: Path, limit: int | None = None) -> Iterator[bytes]:
-    """The stub lines for the first `limit` (all) lines of a text part."""
-    with open(text_path, "rb") as fh:
-        for n, line in enumerate(fh):
-            if limit is not None and n >= limit:
-                return
-            rec = orjson.loads(line)
-            yield stub_line(rec["doc_id"], rec["uid"])
 
 
 class SidecarWriter:

@@ -15,20 +15,23 @@ A left-out shard is not in this publish (a file rewritten in place is missing fr
 settled), and its partition is removed with the rest of the plan, so the raw sensor finds it new
 once it has settled and requests it: whatever arrives is published whole, one tick later.
 A run a person started (the UI, `slm4ie extract`, a schedule) and a forced run hold nothing back.
+The caller says where the archive state lies (`DatasetStore.archive_state`): planning sits below
+the output folder's layout (docs/architecture.md, "The package").
 """
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..catalog import DatasetSpec
-from ..store.dataset_store import DatasetStore
 from .settling import Arrivals, arrivals
 from .shards import Shard
 
 
-def still_arriving(spec: DatasetSpec, now_ns: int | None = None) -> Arrivals:
-    """What under raw/<key>/ is still arriving, from this one look (no previous look to compare)."""
+def still_arriving(spec: DatasetSpec, archive_state: Path, now_ns: int | None = None) -> Arrivals:
+    """What under raw/<key>/ is still arriving, from this one look (no previous look to compare);
+    `archive_state`: the dataset's archive state file, whose recorded outputs are not arrivals."""
     window = min(spec.settle_seconds, spec.watch_interval)
-    found = arrivals(spec.raw_dir, window, DatasetStore(spec).state / "archives.json", None, now_ns)
+    found = arrivals(spec.raw_dir, window, archive_state, None, now_ns)
     ahead = set(found.future)
     return Arrivals(found.temporary, tuple(rel for rel in found.fresh if rel not in ahead), (), found.look)
 
@@ -42,9 +45,9 @@ class HeldBack:
     arriving: str = ""  # a few names (settling.Arrivals.names), for the run's log
 
 
-def hold_back(spec: DatasetSpec, shards: list[Shard], now_ns: int | None = None) -> HeldBack:
+def hold_back(spec: DatasetSpec, shards: list[Shard], archive_state: Path, now_ns: int | None = None) -> HeldBack:
     """Leave out the shards with a file still arriving, keeping plan order; nothing when none is."""
-    arriving = still_arriving(spec, now_ns)
+    arriving = still_arriving(spec, archive_state, now_ns)
     if not arriving:
         return HeldBack(shards, [])
     blocked = arriving.blocked()

@@ -18,15 +18,15 @@ import queue
 import shutil
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import BinaryIO
 
-from ..engine.pool_server import usable_cpus
-from ..engine.stage_clock import StageClock
 from ..planning.shards import Shard
+from ..utils.cpus import usable_cpus
 from ..utils.gzipio import GzipMemberWriter, start_writeback
 from .dataset_store import DatasetStore
-from .member_builds import MemberBuilds, PartStamp, part_stamp
+from .member_builds import CopyTimer, MemberBuilds, PartStamp, part_stamp
 from .offset_copy import CopyJob, append_file, copy_all_at
 from .part_meta import PartMeta
 from .sidecar_units import MemberFeed, Source, is_split, publish_units, sidecar_source
@@ -91,9 +91,9 @@ class VersionStager:
     dataset lock EXCLUSIVE, `discard` removes them."""
 
     def __init__(self, store: DatasetStore, shards: list[Shard], text_name: str, sidecar_name: str,
-                 clock: StageClock | None = None):
+                 timer: CopyTimer = nullcontext):
         self.store, self.shards = store, shards
-        self._clock = clock if clock is not None else StageClock()  # its `stage` seconds
+        self._timer = timer  # around its copying: the run's `stage` seconds (member_builds.CopyTimer)
         self.name = f"v{time.time_ns()}-{os.getpid()}"
         self.folder = store.staging / self.name
         self._text_name, self._side_name = text_name, sidecar_name
@@ -110,7 +110,7 @@ class VersionStager:
         self._text: BinaryIO = open(self.folder / text_name, "xb", opener=create_0644)
         # each split file's member, built apart as its ranges are committed (store/member_builds.py)
         self._members = MemberBuilds(self.folder, store, shards, [g for g in self._groups if is_split(shards[g.start])],
-                                     usable_cpus(), self._clock)
+                                     usable_cpus(), self._timer)
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="slm4ie-stager", daemon=True)
         self._thread.start()
@@ -133,7 +133,7 @@ class VersionStager:
                     self._annotated = self._annotated or meta.has_annotations
                 if self._annotated:  # no sidecar without a part with annotations: no member to build
                     self._members.start_ready(self._metas, self._woken)
-                with self._clock.timed("stage"):
+                with self._timer():
                     self._advance(checked=True)
         except _Replaced:
             stopped = True

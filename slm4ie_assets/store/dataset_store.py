@@ -117,6 +117,7 @@ class DatasetStore:
         self.current = self.state / "current"
         self.lock = self.state / "lock"
         self.shard_locks = self.state / "locks"  # apart from parts/, so no part clean-up meets them
+        self.archive_state = self.state / "archives.json"  # what unpacking remembers (archives/state.py)
 
     # --- parts
     def part_id(self, shard_key: str) -> str:

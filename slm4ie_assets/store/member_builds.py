@@ -16,16 +16,19 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from ..engine.stage_clock import StageClock
 from ..planning.shards import Shard
 from .dataset_store import DatasetStore, PartPaths
 from .part_meta import PartMeta
 from .sidecar_units import MemberFeed
 
 FileStamp = tuple[int, int, int, int] | None  # (inode, size, mtime_ns, ctime_ns); None: no file
+# what staging's copying is timed by, entered around each stretch of it on the thread that copies: the
+# run's stage clock under "stage" (pipeline.py hands it in), so the store never sees the engine
+CopyTimer = Callable[[], AbstractContextManager[object]]
 MAX_BUILDERS = 8  # members built at once at most: beyond, the copy and the disk bind, not the threads
 
 
@@ -108,8 +111,8 @@ class MemberBuilds:
     """The members of a version's split files, each built on a pool thread as its ranges come."""
 
     def __init__(self, folder: Path, store: DatasetStore, shards: list[Shard], units: list[range], workers: int,
-                 clock: StageClock):
-        self._store, self._shards, self._clock = store, shards, clock
+                 timer: CopyTimer):
+        self._store, self._shards, self._timer = store, shards, timer
         self.builds = {u.start: MemberBuild(folder / f"member-{u.start}", u) for u in units}
         self._pool = ThreadPoolExecutor(max(1, min(workers, MAX_BUILDERS)), thread_name_prefix="slm4ie-member")
         self._lock = threading.Lock()
@@ -128,7 +131,7 @@ class MemberBuilds:
 
     def _run(self, build: MemberBuild, metas: list[PartMeta | None], woken: Callable[[], None]) -> None:
         try:
-            with self._clock.timed("stage"):
+            with self._timer():
                 build.feed_ready(self._store, self._shards, metas)
         except BaseException as exc:  # noqa: BLE001 - the publish starts over without the staged files
             self.failed = exc

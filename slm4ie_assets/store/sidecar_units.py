@@ -10,11 +10,11 @@ from typing import BinaryIO
 
 from zlib_ng import gzip_ng
 
-from ..parts.sidecar_writer import stub_lines_from_text
 from ..planning.shards import Shard
 from ..utils.gzipio import GzipMemberWriter
 from .dataset_store import DatasetStore, PartPaths
 from .part_meta import PartMeta
+from .sidecar_stubs import stub_lines_from_text
 
 # one piece of a published file: a part file, or lines written into one gzip member
 Source = Path | Callable[[], Iterable[bytes]]

@@ -407,8 +407,10 @@ def _fan_out_and_publish_once(postgres, tmp_path: Path, monkeypatch) -> None:
                        on_timeout=daemon.tail)
             assert not (spec.output_dir / f"{FAN_KEY}.jsonl").exists(), "published while shard runs were waiting"
 
-        def published_once():
-            return finished_runs(daemon, web, instance, backfill) is not None and bool(_extracted_runs(instance))
+        def published_once():  # the publish run finished, checks included, not merely started
+            publishes = _extracted_runs(instance)
+            return (finished_runs(daemon, web, instance, backfill) is not None and bool(publishes)
+                    and all(r.dagster_run.is_finished for r in publishes))
 
         wait_until(published_once, RUN_TIMEOUT, "the fan-out runs and then the publish to finish", interval=1.0,
                    on_timeout=daemon.tail)

@@ -1,0 +1,80 @@
+"""`open_store`: the one seam from a location as the user wrote it to a `Store`.
+
+`s3://bucket/prefix` is a bucket prefix; anything else is a path on a file system and stays one
+(a `DiskStore`, with the POSIX route and its speed unchanged). Credentials and the endpoint come
+the way every AWS tool takes them (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_REGION, AWS_PROFILE, ~/.aws); extract.yaml's storage options may set the endpoint, the region
+and the profile for its stores, nothing else (a secret in extract.yaml would sit in version control).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from slm4ie_assets.storage.base import Store
+
+SCHEME = "s3://"
+OPTION_NAMES = ("endpoint_url", "region", "profile")
+# S3's rule for bucket names, widened to what GCS's S3 API also accepts (underscores, up to 222
+# characters when dotted): 3 or more characters, lowercase letters, digits, '.', '-', '_', starting
+# and ending with a letter or digit
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
+_OTHER_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+@dataclass(frozen=True, slots=True)
+class BucketLocation:
+    """`s3://bucket/prefix`, taken apart; `prefix` has no leading or trailing '/'."""
+
+    bucket: str
+    prefix: str
+
+
+def parse_bucket_url(location: str) -> BucketLocation | None:
+    """The bucket and prefix of an `s3://` URL; None for anything else (a path). A malformed URL, or
+    a URL of a scheme we have no store for, is a ValueError naming it."""
+    if location[: len(SCHEME)].lower() != SCHEME:
+        if _OTHER_SCHEME.match(location):
+            raise ValueError(f"{location!r}: no store for this URL scheme; use s3:// (Google Cloud Storage, "
+                             "R2, MinIO and Ceph speak S3: set AWS_ENDPOINT_URL) or a path")
+        return None
+    bucket, _, prefix = location[len(SCHEME):].partition("/")
+    if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+        raise ValueError(f"{location!r}: {bucket!r} is not a bucket name (3 or more lowercase letters, digits, "
+                         "'.', '-' or '_', starting and ending with a letter or digit)")
+    prefix = prefix.strip("/")
+    if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
+        raise ValueError(f"{location!r}: the prefix {prefix!r} has an empty, '.' or '..' part")
+    return BucketLocation(bucket, prefix)
+
+
+def checked_options(options: Mapping[str, str] | None) -> dict[str, str]:
+    """extract.yaml's storage options that are set; an unknown name is a ValueError."""
+    given = dict(options or {})
+    unknown = sorted(set(given) - set(OPTION_NAMES))
+    if unknown:
+        raise ValueError(f"unknown storage option(s) {', '.join(unknown)}: known are {', '.join(OPTION_NAMES)} "
+                         "(credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile)")
+    return {name: str(value) for name, value in given.items() if value not in (None, "")}
+
+
+def open_store(location: str | os.PathLike[str], options: Mapping[str, str] | None = None) -> Store:
+    """The store at `location`: a bucket prefix for `s3://...`, else the folder at that path
+    (`options` apply to buckets only and are checked either way)."""
+    settings = checked_options(options)
+    bucket = parse_bucket_url(os.fspath(location)) if isinstance(location, str) else None
+    if bucket is not None:
+        # only here: importing boto3 costs ~0.6 s, which a run on a plain path never pays
+        from slm4ie_assets.storage.bucket import BucketStore, ClientOptions
+
+        return BucketStore(bucket.bucket, bucket.prefix, ClientOptions(**settings))
+    # storage/disk.py comes from its own branch: until both are merged, found by name at the call
+    # (the lead turns this into `from slm4ie_assets.storage.disk import DiskStore`)
+    disk = importlib.import_module("slm4ie_assets.storage.disk")
+    store: Store = disk.DiskStore(Path(location))
+    return store
