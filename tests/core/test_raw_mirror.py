@@ -3,9 +3,8 @@ folder in a bucket): only what changed moves, the object's time becomes the file
 mirror did not write are never touched, unsafe names are skipped with a warning, memory is bounded
 by the chunk, `changed_since` names what changed before a publish, and a SIGKILL at any
 file-system mutation leaves whole files that the next mirror repairs. Each test runs against a
-folder (DiskStore) and against a bucket prefix on the local S3 server (BucketStore, the s3_bucket
-fixture of tests/support/s3.py, which arrives with storage/bucket.py: until that is merged the
-bucket cases skip)."""
+folder (DiskStore) and against a bucket prefix on the local S3 server (BucketStore through
+`open_store`, the s3_bucket fixture of tests/support/s3.py)."""
 
 import io
 import json
@@ -23,6 +22,7 @@ from slm4ie_assets.storage.base import StoredObject
 from slm4ie_assets.storage.disk import DiskStore
 from slm4ie_assets.storage.mirror import CHUNK, changed_since, mirror
 from slm4ie_assets.storage.mirror_state import MirroredFile, MirrorStateError, load_state
+from slm4ie_assets.storage.urls import open_store
 from support import kill_points
 
 OLD = {"a.jsonl": b'{"text": "a"}\n', "deep/b.txt": b"b" * 3000, "deep/er/c.txt": b"c", "gone.txt": b"old only",
@@ -32,13 +32,10 @@ NEW = {"a.jsonl": b'{"text": "A"}\n', "deep/b.txt": b"B" * 3000, "deep/er/c.txt"
 
 
 def open_test_store(url: str):
-    """The store behind `url`: a bucket prefix (storage/urls.py) or a folder."""
-    if url.startswith("s3://"):
-        from slm4ie_assets.storage.urls import open_store
-
-        return open_store(url)
-    Path(url).mkdir(parents=True, exist_ok=True)
-    return DiskStore(Path(url))
+    """The store behind `url`, a bucket prefix or a folder, as the stage opens it."""
+    if not url.startswith("s3://"):
+        Path(url).mkdir(parents=True, exist_ok=True)
+    return open_store(url)
 
 
 class Place:
@@ -90,7 +87,6 @@ class Place:
 def place(request, tmp_path) -> Place:
     if request.param == "disk":
         return Place(str(tmp_path / "bucket"), tmp_path / "work")
-    pytest.importorskip("slm4ie_assets.storage.urls", reason="the bucket store is not merged yet")
     bucket = request.getfixturevalue("s3_bucket")
     return Place(f"{bucket.url}/corpora/d", tmp_path / "work")
 
