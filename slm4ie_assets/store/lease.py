@@ -14,7 +14,7 @@ the start of its last confirmed write, by its own monotonic clock, and once it l
 again; a waiter breaks only a record it has seen unchanged for a whole ttl by its own clock, or one
 whose `expires_at` passed more than a ttl ago (clocks agreeing within a ttl), or one whose holder is a
 process of this host that is gone. So a killed run on this host costs nothing, and a lost host costs
-at most one ttl after the last renewal a waiter saw (60 s by default, `$SLM4IE_LEASE_TTL`).
+one ttl after a waiter saw its last renewal, two at most (60 s by default, `$SLM4IE_LEASE_TTL`).
 """
 
 from __future__ import annotations
