@@ -65,6 +65,7 @@ def publish_version(store: Store, key: str, local: LocalVersion, manifest: Manif
     when the lease is lost before the commit; either way nothing of this version stays visible."""
     abilities = abilities_of(store) if abilities is None else abilities
     layout = RemoteLayout(key)
+    _check_sizes(key, local, manifest)
     lease.check()
     clean_leftovers(store, layout, abilities)
     version = layout.new_version()
@@ -78,7 +79,7 @@ def publish_version(store: Store, key: str, local: LocalVersion, manifest: Manif
         committed = True
     finally:
         if not committed:
-            _remove_version(store, layout, version)
+            _remove_version(store, layout, version, best_effort=True)
     _confirm(store, layout, record, created)
     settle_top_level(store, layout, record, lease, abilities)
     clean_leftovers(store, layout, abilities, keep_version=version)
@@ -147,9 +148,24 @@ def _lost_race(store: Store, layout: RemoteLayout, mine: CommitRecord, seq: int 
         winner)
 
 
-def _remove_version(store: Store, layout: RemoteLayout, version: str) -> None:
-    for obj in list(store.list(layout.version_folder(version))):
-        store.delete(obj.name)
+def _remove_version(store: Store, layout: RemoteLayout, version: str, best_effort: bool = False) -> None:
+    """Remove a version no commit names; `best_effort` while another error is on its way out (what
+    stays is the next publisher's clean-up)."""
+    try:
+        for obj in list(store.list(layout.version_folder(version))):
+            store.delete(obj.name)
+    except (OSError, StoreError):
+        if not best_effort:
+            raise
+
+
+def _check_sizes(key: str, local: LocalVersion, manifest: Manifest) -> None:
+    """The Manifest describes these files (readers check the objects against its sizes)."""
+    sizes = (local.text.stat().st_size, local.sidecar.stat().st_size if local.sidecar else 0, local.sidecar is not None)
+    if sizes != (manifest.text_bytes, manifest.sidecar_bytes, manifest.has_sidecar):
+        raise ValueError(f"dataset {key!r}: the manifest says text {manifest.text_bytes} bytes, sidecar "
+                         f"{manifest.sidecar_bytes if manifest.has_sidecar else 'none'}, but the files to publish "
+                         f"are {local.text} ({sizes[0]} bytes) and {local.sidecar or 'no sidecar'} ({sizes[1]} bytes)")
 
 
 def settle_top_level(store: Store, layout: RemoteLayout, record: CommitRecord, lease: Guard,

@@ -89,8 +89,15 @@ def test_published_matches_answers_skip_unless_force(opener, versions):
 
 
 def _racer(opener, version, barrier, results) -> None:
-    """Publish with a guard that lets every step pass; both racers meet just before the commit."""
+    """Publish with a guard that lets every step pass. The racers meet before their first upload (each
+    one's opening clean-up, done without a lease, would otherwise remove the other's uploads and so
+    withdraw its commit too) and again just before the commit."""
+    uploads: list[str] = []
+
     def before(operation, name):
+        if operation == "write" and name.startswith(LAYOUT.versions) and not uploads:
+            uploads.append(name)
+            barrier.wait(30)
         if operation == "create" and name.startswith(LAYOUT.published):
             barrier.wait(30)
 
