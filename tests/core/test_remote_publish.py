@@ -108,6 +108,9 @@ def _racer(opener, version, barrier, results) -> None:
     except PublishedByAnother as exc:
         winner = exc.winner.version if exc.winner else None
         results.put(("lost", version.name, str(exc), winner))
+    except Exception as exc:  # reported, so the test fails with it at once
+        results.put(("failed", version.name, repr(exc), None))
+        raise
 
 
 def test_two_publishers_racing_at_the_commit_exactly_one_wins_and_the_other_names_it(opener, versions):
