@@ -9,7 +9,6 @@ and the profile for its stores, nothing else (a secret in extract.yaml would sit
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 from collections.abc import Mapping
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slm4ie_assets.storage.base import Store
+from slm4ie_assets.storage.disk import DiskStore
 
 SCHEME = "s3://"
 OPTION_NAMES = ("endpoint_url", "region", "profile")
@@ -73,8 +73,4 @@ def open_store(location: str | os.PathLike[str], options: Mapping[str, str] | No
         from slm4ie_assets.storage.bucket import BucketStore, ClientOptions
 
         return BucketStore(bucket.bucket, bucket.prefix, ClientOptions(**settings))
-    # storage/disk.py comes from its own branch: until both are merged, found by name at the call
-    # (the lead turns this into `from slm4ie_assets.storage.disk import DiskStore`)
-    disk = importlib.import_module("slm4ie_assets.storage.disk")
-    store: Store = disk.DiskStore(Path(location))
-    return store
+    return DiskStore(Path(location))

@@ -23,6 +23,7 @@ import pytest
 
 from slm4ie_assets.storage.base import AlreadyExists, Store, StoredObject, TagMismatch
 from slm4ie_assets.storage.bucket import BucketStore, ClientOptions, Transfer
+from slm4ie_assets.storage.disk import DiskStore
 from slm4ie_assets.storage.urls import open_store, parse_bucket_url
 from support.s3 import SCRIPT, ScratchBucket, free_port
 
@@ -31,9 +32,11 @@ MiB = 1 << 20
 SMALL_PARTS = Transfer(part_size=5 * MiB, read_chunk=4096, read_depth=1, copy_part_size=5 * MiB, list_page=2)
 
 
-@pytest.fixture(params=["bucket"])
-def store(request: pytest.FixtureRequest) -> Store:
-    """Each kind of store the contract runs over (the disk store joins as another param)."""
+@pytest.fixture(params=["disk", "bucket"])
+def store(request: pytest.FixtureRequest, tmp_path) -> Store:
+    """Each kind of store the contract runs over: a folder, and a prefix of a fresh bucket."""
+    if request.param == "disk":
+        return DiskStore(tmp_path / "data" / "set")
     bucket: ScratchBucket = request.getfixturevalue("s3_bucket")
     return BucketStore(bucket.name, "data/set", transfer=SMALL_PARTS)
 
