@@ -32,6 +32,7 @@ from .extractors.splitting import RangeStrategy
 from .parts.locked import PartOutcome, outcome_message
 from .planning.held_inputs import HeldBack, hold_back
 from .planning.input_stamps import InputChanged
+from .planning.raw_sources import raw_source
 from .planning.shards import DEFAULT_GROUP_THRESHOLD, Shard, plan_shards
 from .store.assembly import VersionStager
 from .store.dataset_store import DatasetStore
@@ -39,6 +40,7 @@ from .store.locks import LockTimeout, dataset_lock
 from .store.manifest import Manifest
 from .store.part_meta import PartMeta, merged_drops
 from .store.publish import publish
+from .store.publish_targets import publish_target
 
 if TYPE_CHECKING:  # imported when unpacking, not by every pool worker
     from .archives import ArchiveReport
@@ -73,9 +75,10 @@ def lock_path(spec: DatasetSpec) -> Path:
 
 
 def require_raw_dir(spec: DatasetSpec) -> None:
-    if not spec.raw_dir.is_dir():
-        raise MissingRawDir(f"dataset {spec.key!r}: raw folder {spec.raw_dir} does not exist "
-                            f"(put the {spec.extractor} input files under it)")
+    if not raw_source(spec).present(spec):
+        where = f"raw prefix {spec.raw_location} holds no object" if spec.raw_location else \
+            f"raw folder {spec.raw_dir} does not exist"
+        raise MissingRawDir(f"dataset {spec.key!r}: {where} (put the {spec.extractor} input files under it)")
 
 
 def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None, workers: int | None = None) -> "ArchiveReport":
@@ -84,6 +87,7 @@ def unpack(spec: DatasetSpec, catalog: Catalog, log: Log | None = None, workers:
     is decoded on as many threads as the run may have workers (`workers`, else max_workers)."""
     from .archives import decoding_threads, unpack_archives
 
+    raw_source(spec).bring_in(spec, log)  # a bucket's raw prefix mirrored into raw_dir (D26)
     store = DatasetStore(spec)
     store.retire_unpublished()
     with decoding_threads(effective_workers(workers, catalog.max_workers)):
@@ -106,7 +110,8 @@ def plan_dataset(spec: DatasetSpec, force: bool = False, workers: int = 1,
     held = hold_back(spec, shards, store.archive_state) if hold_arriving and not force else HeldBack(shards, [])
     shards = held.planned
     stale = [s for s in shards if force or not store.part_is_current(s)]
-    up_to_date = not force and not stale and store.is_published(shards, unreadable)
+    up_to_date = (not force and not stale and store.is_published(shards, unreadable)
+                  and publish_target(spec).is_current(spec, shards, unreadable))
     return DatasetPlan(spec, shards, stale, up_to_date, force, workers, unreadable=unreadable,
                        progress_seconds=progress_seconds, held=[s.key for s in held.held], arriving=held.arriving)
 
@@ -247,9 +252,19 @@ MAX_ROUNDS = 3  # part writing rounds before giving up on a dataset other runs k
 
 def extract_and_publish(plan: DatasetPlan, log: Log | None = None,
                         on_part: OnPart | None = None) -> RunReport:
-    """Bring every part up to date and publish. Clean-up, the up-to-date check and the publish hold
-    the dataset lock EXCLUSIVE; part writing holds it SHARED (extract_parts), so runs on other
-    shards write meanwhile. Whether there is work left is decided again under each lock."""
+    """Bring every part up to date and publish, then deliver the published version to the dataset's
+    publish target (store/publish_targets.py: nothing more for a folder, a commit for a bucket).
+    Clean-up, the up-to-date check and the publish hold the dataset lock EXCLUSIVE; part writing
+    holds it SHARED (extract_parts), so runs on other shards write meanwhile. Whether there is
+    work left is decided again under each lock."""
+    report = _extract_and_publish_here(plan, log, on_part)
+    if report.manifest is not None:
+        raw_source(plan.spec).check_unchanged(plan.spec)
+        publish_target(plan.spec).deliver(DatasetStore(plan.spec), plan.shards, plan.unreadable, plan.force, log)
+    return report
+
+
+def _extract_and_publish_here(plan: DatasetPlan, log: Log | None, on_part: OnPart | None) -> RunReport:
     spec = plan.spec
     started = time.monotonic()
     store = DatasetStore(spec)

@@ -46,7 +46,7 @@ def extract(spec: DatasetSpec, catalog: Catalog, force: bool, workers: int | Non
     if publish:  # what pipeline.extract_dataset does, with terminal-paced progress
         report = extract_and_publish(plan, log=say)
         say(f"{spec.key}: " + ("already published, nothing to do" if report.skipped else
-                               f"published {spec.text_path}"))
+                               f"published {published_at(spec)}"))
         record.published(plan, report, f"slm4ie extract {spec.key}", say)
         return 0
     mine = slice_of(plan.shards, part) if part is not None else plan.shards
@@ -79,7 +79,14 @@ def publish_when_current(spec: DatasetSpec, catalog: Catalog) -> int:
     started = time.monotonic()
     current = DatasetPlan(spec, plan.shards, [], False, unreadable=plan.unreadable)
     report = extract_and_publish(current, log=say)
-    say(f"{spec.key}: published {spec.text_path} in {time.monotonic() - started:.1f}s"
+    say(f"{spec.key}: published {published_at(spec)} in {time.monotonic() - started:.1f}s"
         if not report.skipped else f"{spec.key}: already published, nothing to do")
     record.published(current, report, f"slm4ie publish {spec.key}", say)
     return 0
+
+
+def published_at(spec: DatasetSpec) -> str:
+    """Where a reader finds the published text: the output folder's, or the bucket's top-level copy."""
+    if spec.output_location is not None:
+        return f"{spec.output_location.rstrip('/')}/{spec.text_path.name}"
+    return str(spec.text_path)

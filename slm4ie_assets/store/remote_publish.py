@@ -37,7 +37,8 @@ class Guard(Protocol):
     """What the publish asks of the lease: raise unless this run may still commit (`Lease.check`),
     and who this run is (`Lease.holder`), for the message of a run that loses the race."""
 
-    holder: object
+    @property
+    def holder(self) -> object: ...
 
     def check(self) -> None: ...
 
@@ -186,6 +187,14 @@ def settle_top_level(store: Store, layout: RemoteLayout, record: CommitRecord, l
     lease.check()
     store.write(layout.top_level_record, io.BytesIO(TopLevelRecord(record.seq, record.version, tags).to_json()))
     return True
+
+
+def needs_nothing(store: Store, key: str) -> bool:
+    """The newest commit's version is whole and the top-level copies are its own: a run that would
+    skip has nothing to settle, so it takes no lease and writes nothing (a second run rewrites no
+    object). Anything else (leftovers aside) is settled under the lease."""
+    record = read_published(store, key)
+    return record is not None and _top_level_holds(store, RemoteLayout(key), record)
 
 
 def _top_level_holds(store: Store, layout: RemoteLayout, record: CommitRecord) -> bool:
