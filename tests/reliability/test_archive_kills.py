@@ -119,7 +119,8 @@ class Peak:
 @pytest.mark.slow  # 45 + 63 kills, 3-6 s each variant on a loaded 2-core host (pytest preloaded in the fork server)
 # the run's state saved only at its end (its intents read back from the journal), or after every
 # archive (a roll-back that a kill cuts short is then read back from the state, not the journal)
-@pytest.mark.parametrize("save_every", [None, 0.0], ids=["journal", "state-saved-after-each-archive"])
+@pytest.mark.parametrize("save_every", [None, pytest.param(0.0, marks=pytest.mark.long)],  # CI: the journal's
+                         ids=["journal", "state-saved-after-each-archive"])  # route; `make test-long`: both
 def test_a_killed_nested_unpack_keeps_the_root_budget_at_every_step(tmp_path, monkeypatch, save_every):
     inner = gzip.compress(INNER_TEXT, mtime=0)
     root = tar_of({f"part{i}.txt.gz": inner for i in range(INNER)})
