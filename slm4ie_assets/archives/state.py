@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..extractors.discovery import sort_key
+from ..utils.durable import fsync_dir as fsync_folder
 
 STATE_FORMAT = 1
 INTERRUPTED = -1  # an entry's archive size while its outputs may be half renamed or withdrawn (run.py, outputs.py)
@@ -196,15 +197,6 @@ def save_state(state_file: Path, state: ArchiveState) -> None:
     finally:
         tmp.unlink(missing_ok=True)
     fsync_folder(state_file.parent)
-
-
-def fsync_folder(folder: Path) -> None:
-    """Make the names created, renamed or removed in `folder` survive a power cut."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..storage.urls import BUCKET_NAME_PATTERN, URL_SCHEME_PATTERN  # the one rule, the store's
+
 # None: a file is cut every 8 MiB, whatever the host (shards.range_bytes, docs/splitting.md)
 DEFAULT_SPLIT_BYTES: int | None = None
 # 0: a backfill of shards/<key> is one run per contiguous key range (the in-run pool uses the cores);
@@ -22,11 +24,10 @@ DEFAULT_WATCH_INTERVAL = 30
 DEFAULT_STALL_SECONDS = 600
 DEFAULT_STALL_TIMEOUT_SECONDS = 0  # 0: never fail, only report
 DATASET_KEY_PATTERN = r"[A-Za-z0-9_]+"  # a dataset key names files under extracted/ and Dagster assets
+
 BUCKET_SCHEME = "s3://"  # input_dir/output_dir written so name a bucket prefix (catalog/locations.py)
 # S3's rule for a bucket's name: 3 to 63 lowercase letters, digits, '.' and '-', a letter or digit at
 # both ends (and no '..', which the loader checks); used with fullmatch
-BUCKET_NAME_PATTERN = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
-URL_SCHEME_PATTERN = r"[A-Za-z][A-Za-z0-9+.-]*://"  # any URL: a scheme other than s3:// is refused
 # the schema's check of a location: a path (no URL scheme) or s3:// with a well-formed bucket name
 LOCATION_PATTERN = f"^(?!{URL_SCHEME_PATTERN})|^[sS]3://{BUCKET_NAME_PATTERN}(/|$)"
 PATH_PATTERN = f"^(?!{URL_SCHEME_PATTERN})"  # a local folder only

@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..storage.urls import parse_bucket_url
 from . import fields
 
-_BUCKET_RE = re.compile(fields.BUCKET_NAME_PATTERN)
 _URL_RE = re.compile(fields.URL_SCHEME_PATTERN)
 RAW_AREA, OUTPUT_AREA, STATE_AREA = "raw", "extracted", "mirror-state"
 
@@ -90,18 +90,9 @@ def parse_location(value: str, base: Path) -> Location:
     """`value` as extract.yaml wrote it: `s3://bucket/prefix`, or a path relative to `base`. A URL of
     another scheme, a bad bucket name or a prefix with an empty, '.' or '..' part is a ValueError
     whose message names the value."""
-    if value[: len(fields.BUCKET_SCHEME)].lower() == fields.BUCKET_SCHEME:
-        bucket, _, prefix = value[len(fields.BUCKET_SCHEME):].partition("/")
-        if not _BUCKET_RE.fullmatch(bucket) or ".." in bucket:
-            raise ValueError(f"{value!r}: {bucket!r} is not a bucket name (3 to 63 lowercase letters, digits, "
-                             "'.' and '-', a letter or digit at both ends, no '..')")
-        prefix = prefix.rstrip("/")
-        if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
-            raise ValueError(f"{value!r}: the prefix {prefix!r} has an empty, '.' or '..' part")
-        return Location(None, bucket, prefix)
-    if _URL_RE.match(value):
-        raise ValueError(f"{value!r}: no store for this URL scheme; use s3://bucket/prefix (Google Cloud Storage, "
-                         "R2, MinIO and Ceph speak S3: set the endpoint) or a path")
+    bucket = parse_bucket_url(value)
+    if bucket is not None:
+        return Location(None, bucket.bucket, bucket.prefix)
     return Location(parse_local_folder(value, base))
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from ..utils.durable import fsync_dir
 from .base import AlreadyExists, StoredObject, TagMismatch
 
 _TEMP_MARK = ".slm4ie-store-tmp-"
@@ -87,7 +88,7 @@ class DiskStore:
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return self.stat(name)
 
     def create(self, name: str, data: bytes) -> StoredObject:
@@ -101,7 +102,7 @@ class DiskStore:
             raise AlreadyExists(f"{path}: already exists (another writer created it first)") from None
         finally:
             temp.unlink(missing_ok=True)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return self.stat(name)
 
     def delete(self, name: str, if_tag: str | None = None) -> None:
@@ -152,11 +153,3 @@ class _Bounded:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -29,8 +29,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..utils.durable import fsync_dir
 from .base import Store, StoredObject
-from .mirror_state import MirroredFile, MirrorState, fsync_dir, load_state, save_state
+from .mirror_state import MirroredFile, MirrorState, load_state, save_state
 
 CHUNK = 8 << 20  # bytes read from the store and written at a time
 CHECKPOINT_SECONDS = 5.0  # while downloading, the state is saved this often (a kill re-downloads less)

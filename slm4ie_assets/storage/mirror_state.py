@@ -15,6 +15,7 @@ import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from ..utils.durable import fsync_dir
 from ..utils.json_record import record_from_json
 
 FORMAT = 1
@@ -82,9 +83,3 @@ def save_state(path: Path, state: MirrorState) -> None:
     fsync_dir(path.parent)
 
 
-def fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

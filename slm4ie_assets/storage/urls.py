@@ -20,11 +20,12 @@ from slm4ie_assets.storage.disk import DiskStore
 
 SCHEME = "s3://"
 OPTION_NAMES = ("endpoint_url", "region", "profile")
-# S3's rule for bucket names, widened to what GCS's S3 API also accepts (underscores, up to 222
-# characters when dotted): 3 or more characters, lowercase letters, digits, '.', '-', '_', starting
-# and ending with a letter or digit
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
-_OTHER_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+# S3's rule for bucket names (the one the catalog's schema states too): 3 to 63 lowercase letters,
+# digits, '.' and '-', a letter or digit at both ends, no '..'
+BUCKET_NAME_PATTERN = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+URL_SCHEME_PATTERN = r"[A-Za-z][A-Za-z0-9+.-]*://"  # any URL: a scheme other than s3:// is refused
+_BUCKET = re.compile(BUCKET_NAME_PATTERN)
+_OTHER_SCHEME = re.compile(URL_SCHEME_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +41,14 @@ def parse_bucket_url(location: str) -> BucketLocation | None:
     a URL of a scheme we have no store for, is a ValueError naming it."""
     if location[: len(SCHEME)].lower() != SCHEME:
         if _OTHER_SCHEME.match(location):
-            raise ValueError(f"{location!r}: no store for this URL scheme; use s3:// (Google Cloud Storage, "
-                             "R2, MinIO and Ceph speak S3: set AWS_ENDPOINT_URL) or a path")
+            raise ValueError(f"{location!r}: no store for this URL scheme; use s3://bucket/prefix (Google Cloud "
+                             "Storage, R2, MinIO and Ceph speak S3: set the endpoint) or a path")
         return None
     bucket, _, prefix = location[len(SCHEME):].partition("/")
     if not _BUCKET.fullmatch(bucket) or ".." in bucket:
-        raise ValueError(f"{location!r}: {bucket!r} is not a bucket name (3 or more lowercase letters, digits, "
-                         "'.', '-' or '_', starting and ending with a letter or digit)")
-    prefix = prefix.strip("/")
+        raise ValueError(f"{location!r}: {bucket!r} is not a bucket name (3 to 63 lowercase letters, digits, "
+                         "'.' and '-', a letter or digit at both ends, no '..')")
+    prefix = prefix.rstrip("/")
     if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
         raise ValueError(f"{location!r}: the prefix {prefix!r} has an empty, '.' or '..' part")
     return BucketLocation(bucket, prefix)

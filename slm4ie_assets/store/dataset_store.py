@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from ..catalog import DatasetSpec
 from ..planning.shards import Shard
+from ..utils.durable import fsync_dir
 from .manifest import Manifest
 from .part_meta import PartMeta
 
@@ -58,15 +59,6 @@ class UnsafeOutputTree(RuntimeError):
 def partial(path: Path) -> Path:
     """Where `path` is written before the rename that makes it appear whole."""
     return path.with_name(path.name + PARTIAL)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make the renames and links inside `path` survive a power cut."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
