@@ -25,6 +25,7 @@ settled and holds back the others (neither planned nor deleted).
 A tick that finds the raw tree changed also reports an observation of the external `raw/<key>` asset
 whose data version digests the shard keys and fingerprints (dagster_layer/lineage.py, DAGSTER_NOTES 6).
 Every tick's verdict, in words, is its skip reason and the cursor's `last_tick`, which the sensor's page shows.
+A raw folder in a bucket is listed instead, never downloaded in a tick (dagster_layer/bucket_sensor.py).
 """
 
 import hashlib
