@@ -12,7 +12,10 @@ page's table until the sensor's description showed as a single line cut off at t
   - `look`: what planning/settling.py compares the next look with, and since when the dataset waits;
   - `requesting_ticks`: how many ticks have requested runs; it ends every run key, so new work never
     repeats a key Dagster has seen (a raw tree back in an earlier state is new work), while a tick
-    that Dagster evaluates again after a crash, from the same cursor, repeats its keys and is deduplicated.
+    that Dagster evaluates again after a crash, from the same cursor, repeats its keys and is deduplicated;
+  - `requested` (a raw folder in a bucket only; absent otherwise): the digest of the work the last
+    requesting tick asked a run for (planning/bucket_listing.py), so the ticks before that run has
+    mirrored it do not ask again.
 """
 
 import base64
@@ -70,6 +73,7 @@ class RawCursor:
     buckets: bytes | None = None  # None: no usable previous tick, every bucket is looked at
     look: Look = field(default_factory=Look)
     requesting_ticks: int = 0
+    requested: str = ""
 
     def digests_for(self, recipe: str) -> bytes | None:
         """The previous tick's bucket digests, or None when the recipe changed since (every part stale)."""
@@ -81,6 +85,8 @@ class RawCursor:
                "recipe": self.recipe,
                "buckets": _spaced(base64.b64encode(self.buckets).decode("ascii")) if self.buckets else None,
                "look": f"{since}. {_spaced(stamps)}".rstrip()}
+        if self.requested:
+            doc["requested"] = self.requested
         return json.dumps(doc, ensure_ascii=False)
 
     @staticmethod
@@ -99,4 +105,5 @@ class RawCursor:
             return RawCursor()
         if buckets is not None and len(buckets) != SENSOR_BUCKETS * DIGEST_BYTES:
             buckets = None
-        return RawCursor(str(doc.get("last_tick", "")), str(doc.get("recipe", "")), buckets, look, requesting_ticks)
+        return RawCursor(str(doc.get("last_tick", "")), str(doc.get("recipe", "")), buckets, look, requesting_ticks,
+                         str(doc.get("requested") or ""))

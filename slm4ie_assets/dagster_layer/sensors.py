@@ -25,6 +25,7 @@ settled and holds back the others (neither planned nor deleted).
 A tick that finds the raw tree changed also reports an observation of the external `raw/<key>` asset
 whose data version digests the shard keys and fingerprints (dagster_layer/lineage.py, DAGSTER_NOTES 6).
 Every tick's verdict, in words, is its skip reason and the cursor's `last_tick`, which the sensor's page shows.
+A raw folder in a bucket is listed instead, never downloaded in a tick (dagster_layer/bucket_sensor.py).
 """
 
 import hashlib
@@ -55,7 +56,9 @@ from ..planning.shards import Shard, list_shards
 from ..store.dataset_store import DatasetStore
 from ..store.locks import LockTimeout, dataset_lock
 from .assets import extracted_key, partitions_name, shards_key
+from .bucket_sensor import evaluate_listing
 from .lineage import observed_raw_version, raw_observation
+from .raw_requests import extracted_run, lock_held, skipped, trigger_word
 from .sensor_cursor import RawCursor, bucket_digests, moved_buckets, sensor_bucket
 from .stale_runs import reap_dead_runs
 
@@ -126,10 +129,7 @@ def _state(shards: Iterable[Shard]) -> str:
 
 def trigger_of(diff: WatchDiff) -> str:
     """The `slm4ie/trigger` tag: why the run was requested."""
-    if not diff.published:
-        return "initial"
-    words = [w for w, found in (("new", diff.new_stale), ("changed", diff.changed), ("deleted", diff.gone)) if found]
-    return "+".join(words) or "republish"
+    return trigger_word(diff.published, diff.new_stale, diff.changed, diff.gone)
 
 
 def run_requests_for(spec: DatasetSpec, diff: WatchDiff, tick: int) -> list[RunRequest]:
@@ -142,9 +142,7 @@ def run_requests_for(spec: DatasetSpec, diff: WatchDiff, tick: int) -> list[RunR
             return requests
     elif not diff.needs_publish:
         return []
-    trigger = trigger_of(diff)
-    return [RunRequest(run_key=f"{trigger}@{_state(diff.shards)}#{tick}", asset_selection=[extracted_key(spec.key)],
-                       tags={**tags, "slm4ie/trigger": trigger})]
+    return [extracted_run(spec, trigger_of(diff), _state(diff.shards), tick)]
 
 
 def fan_out_requests(spec: DatasetSpec, diff: WatchDiff, tags: dict[str, str], tick: int) -> list[RunRequest]:
@@ -211,11 +209,6 @@ def sensor_result(spec: DatasetSpec, diff: WatchDiff, cursor: RawCursor, observe
                         asset_events=observations)
 
 
-def skipped(reason: str, cursor: RawCursor) -> SensorResult:
-    """A tick that plans nothing: its reason, also kept as the cursor's verdict (the plan unchanged)."""
-    return SensorResult(skip_reason=SkipReason(reason), cursor=replace(cursor, last_tick=reason).encode())
-
-
 def evaluate_raw(
     spec: DatasetSpec,
     catalog: Catalog,
@@ -227,6 +220,9 @@ def evaluate_raw(
 ) -> SensorResult:
     """One tick for `spec`: settle, unpack, list, diff, under the dataset lock (never waiting for it)."""
     previous = RawCursor.decode(cursor)
+    listed = evaluate_listing(spec, previous, log, warn, now_ns)  # a bucket's prefix: listed, the run copies
+    if listed is not None:
+        return listed
     if not spec.raw_dir.is_dir():
         return skipped(f"{spec.key}: raw folder {spec.raw_dir} does not exist", previous)
     try:
@@ -250,8 +246,7 @@ def evaluate_raw(
                             previous.digests_for(spec.recipe))
         observed = observed_raw_version(instance, spec.key)
     except LockTimeout:
-        return skipped(f"{spec.key}: a run holds the dataset lock (parts are being rewritten); looking again next tick",
-                       previous)
+        return skipped(lock_held(spec), previous)
     # waited max_settle_wait: what has settled is planned now, the rest waits (as long again at most)
     following = replace(previous, look=replace(arriving.look, waiting_since=now_s if arriving else None))
     note = ""

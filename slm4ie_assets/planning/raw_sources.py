@@ -4,7 +4,9 @@
 
 The pipeline asks three things and never which kind it is: is there a raw folder at all, bring it
 up to date (under the dataset lock held exclusive, before the archive stage), and which inputs
-changed since (a run does not publish from inputs that changed under it: InputChanged).
+changed since (a run does not publish from inputs that changed under it: InputChanged). The raw
+sensor asks a fourth: what the local folder lacks and whether that has settled, from one listing
+(planning/bucket_listing.py); a folder read in place has nothing to list, and the sensor reads it.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from typing import Protocol
 
 from ..catalog import DatasetSpec
 from ..storage.base import Store
-from ..storage.mirror import mirror
+from ..storage.mirror import mirror, mirrorable
 from ..storage.mirror_state import load_state
 from ..storage.urls import open_store
 from ..utils.byte_units import human_bytes
+from .bucket_listing import ListingChanges, compare_listing
 from .input_stamps import InputChanged
+from .settling import Look
 
 Log = Callable[[str], None]
 _LOG = logging.getLogger(__name__)
@@ -39,6 +43,12 @@ class RawSource(Protocol):
         """Raise InputChanged naming the first input that changed since it was brought in."""
         ...
 
+    def changes(self, spec: DatasetSpec, previous: Look, now_ns: int | None = None) -> ListingChanges | None:
+        """What the source holds that the local raw folder lacks, and whether it has settled since the
+        previous tick's look, from one listing (nothing downloaded); None when the raw folder is the
+        source itself (the sensor then reads it in place)."""
+        ...
+
 
 class RawFolder:
     """A raw folder on a file system: read in place; its changes are caught by the parts' stamps."""
@@ -50,6 +60,9 @@ class RawFolder:
         return None
 
     def check_unchanged(self, spec: DatasetSpec) -> None:
+        return None
+
+    def changes(self, spec: DatasetSpec, previous: Look, now_ns: int | None = None) -> ListingChanges | None:
         return None
 
 
@@ -89,6 +102,13 @@ class MirroredBucket:
                 raise InputChanged(f"dataset {spec.key!r}: {self.location.rstrip('/')}/{name} {what} during the run "
                                    "(nothing was published to the output; run again to extract what it holds now)",
                                    name)
+
+    def changes(self, spec: DatasetSpec, previous: Look, now_ns: int | None = None) -> ListingChanges:
+        assert spec.mirror_state is not None
+        store = self.open()
+        listing = mirrorable(list(store.list()))
+        mirrored = load_state(spec.mirror_state, store.url).files
+        return compare_listing(listing, mirrored, spec.settle_seconds, previous, now_ns)
 
 
 def raw_source(spec: DatasetSpec) -> RawSource:

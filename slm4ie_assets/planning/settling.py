@@ -214,12 +214,12 @@ def arrivals(raw_dir, settle_seconds: int, state_file, previous: Look | None = N
         fresh.append(item.rel)
         if ahead:
             future.append(item.rel)
-    changing, stale, kept = _judge_leftovers(leftovers, settle_seconds, previous, now_ns)
+    changing, stale, kept = judge_leftovers(leftovers, settle_seconds, previous, now_ns)
     return Arrivals(tuple(sorted(changing)), tuple(sorted(fresh)), tuple(sorted(future)),
                     Look(frozenset(stamps + kept), previous.waiting_since), tuple(sorted(stale)))
 
 
-def _judge_leftovers(leftovers: list[Leftover], settle_seconds: int, previous: Look,
+def judge_leftovers(leftovers: list[Leftover], settle_seconds: int, previous: Look,
                      now_ns: int) -> tuple[list[str], list[str], list[bytes]]:
     """(still changing, settled and not yet named, the stamps to keep) for copy tools' leftovers: one
     changes while what it shows moved since the previous look and is younger than `settle_seconds`."""

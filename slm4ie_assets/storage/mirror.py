@@ -110,21 +110,33 @@ class _Plan:
 
 
 def _mirrorable(store: Store, warnings: list[str]) -> _Listing:
-    """The store's objects split into those with a name that is a safe relative path on this host and
-    the others, named in a warning. An object whose name is a folder of other objects ('a' beside
-    'a/b') cannot be a file here: the folder wins, whatever the order."""
+    """The store's objects split into those a mirror copies (`mirrorable`) and the others, each named
+    in a warning."""
     listing = list(store.list())
-    folders = {name.rsplit("/", 1)[0] for name in (o.name for o in listing) if "/" in name}
-    folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
     safe, unsafe = [], []
-    for obj in listing:
-        why = _unsafe(obj.name) or ("a folder of other objects" if obj.name in folders else None)
+    for obj, why in _judged(listing):
         if why is None:
             safe.append(obj)
         else:
             unsafe.append(obj)
             warnings.append(f"{store.url}: object {obj.name!r} not mirrored: {why}")
     return _Listing(safe, unsafe)
+
+
+def mirrorable(listing: list[StoredObject]) -> list[StoredObject]:
+    """The objects of one listing that a mirror copies (the raw sensor compares these with the
+    mirror's state without downloading anything)."""
+    return [obj for obj, why in _judged(listing) if why is None]
+
+
+def _judged(listing: list[StoredObject]) -> Iterator[tuple[StoredObject, str | None]]:
+    """Each object with why it cannot be mirrored (None: it can): its name must be a safe relative
+    path on this host, and an object whose name is a folder of other objects ('a' beside 'a/b')
+    cannot be a file here: the folder wins, whatever the order."""
+    folders = {name.rsplit("/", 1)[0] for name in (o.name for o in listing) if "/" in name}
+    folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
+    for obj in listing:
+        yield obj, _unsafe(obj.name) or ("a folder of other objects" if obj.name in folders else None)
 
 
 def _unsafe(name: str) -> str | None:
