@@ -13,7 +13,7 @@ EXTRAS := --all-extras
 # uv never downloads an interpreter of its own here: the venv uses $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: venv demo demo-ui home lint lock schema test test-deps test-long test-newest test-xml-newest ui daemon bench bench-scaling bench-unpack clean slurm-up slurm-down s3-up s3-down
+.PHONY: venv demo demo-ui home lint lock schema test test-deps test-long test-newest test-xml-newest ui daemon bench bench-scaling bench-unpack bench-bucket clean slurm-up slurm-down s3-up s3-down
 
 venv: $(STAMP)
 
@@ -116,6 +116,12 @@ daemon: venv
 
 bench: venv
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.bucket
+
+# slm4ie extract, folder to folder against bucket to bucket on its own moto server (text, conllu,
+# jsonl; 50 + 20 + 20 MB, 3 runs each: about 2 minutes on 2 cores); docs/performance.md, "Object stores"
+bench-bucket: venv
+	$(BIN)/python -m bench.bucket
 
 bench-scaling: venv
 	$(BIN)/python -m bench.scaling

@@ -14,7 +14,8 @@ import os
 import re
 import signal
 import subprocess
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,22 +105,25 @@ class Deployment:
 
     def launch(self, key: str, partition: str, **tags: str) -> str:
         """Materialize one shards/<key> partition, as the UI's launch does (queued, then the daemon)."""
-        tags = {"dagster/partition": partition, **tags}
+        return self.launch_asset(["shards", key], **{"dagster/partition": partition, **tags})
+
+    def launch_asset(self, path: list[str], **tags: str) -> str:
         params = {"selector": {"repositoryLocationName": "slm4ie", "repositoryName": "__repository__",
-                               "jobName": "__ASSET_JOB", "assetSelection": [{"path": ["shards", key]}]},
+                               "jobName": "__ASSET_JOB", "assetSelection": [{"path": path}]},
                   "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]}}
         res = self.web.graphql(LAUNCH_RUN, {"params": params})["launchRun"]
         assert res["__typename"] == "LaunchRunSuccess", res
         return res["run"]["runId"]
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    require_cluster()
+@contextmanager
+def deployed(base: Path, config: Path, extra_env: dict[str, str] | None = None) -> Iterator[Deployment]:
+    """deploy/dagster.slurm.yaml under `base` with a PostgreSQL server of its own and the webserver
+    up, `config` as the catalog (the shards/ partitions of each dataset with a raw folder added),
+    `extra_env` in the environment of the webserver and the daemon (so of every job)."""
     ok, report = install_test_deps("postgres")
     bindir = postgres_bin()
     assert ok and bindir is not None, report
-    base = tmp_path_factory.mktemp("dagster_on_slurm")
     with ExitStack() as stack, stopwatch() as took:
         postgres = PostgresServer(bindir)
         stack.callback(postgres.stop)
@@ -132,19 +136,17 @@ def deployment(tmp_path_factory):
         settings["run_monitoring"]["poll_interval_seconds"] = 2  # the test waits for it
         settings["run_launcher"]["config"]["cpus_per_task"] = 1
         (home / "dagster.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
-        conllu_files(base / "project" / "raw" / FAN, FILES)
-        conllu_files(base / "project" / "raw" / SLOW, 1)
-        config = write_catalog(base / "project", DATASETS)
-        env = dagster_env(config, home, **creds, DAGSTER_EVENT_BATCH_SIZE="1000")
+        env = dagster_env(config, home, **creds, DAGSTER_EVENT_BATCH_SIZE="1000", **(extra_env or {}))
         patch = stack.enter_context(pytest.MonkeyPatch.context())
         for k, v in creds.items():  # for the instance this process opens
             patch.setenv(k, v)
         instance = DagsterInstance.from_config(str(home))
         stack.callback(instance.dispose)
         catalog = load_catalog(config)
-        for key in DATASETS:
-            instance.add_dynamic_partitions(partitions_name(key),
-                                            [s.key for s in list_shards(catalog.dataset(key))])
+        for key in catalog.datasets:
+            if catalog.dataset(key).raw_dir.is_dir():
+                instance.add_dynamic_partitions(partitions_name(key),
+                                                [s.key for s in list_shards(catalog.dataset(key))])
         web = DagsterWebserver(env, base / "webserver.log")
         stack.callback(web.proc.stop, grace=5)
         dep = Deployment(base, home, config, env, web, instance)
@@ -152,6 +154,16 @@ def deployment(tmp_path_factory):
         stack.callback(_scancel_leftovers, dep)
         web.wait_ready(timeout=180)
         report_time("PostgreSQL and dagster-webserver started", took())
+        yield dep
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    require_cluster()
+    base = tmp_path_factory.mktemp("dagster_on_slurm")
+    conllu_files(base / "project" / "raw" / FAN, FILES)
+    conllu_files(base / "project" / "raw" / SLOW, 1)
+    with deployed(base, write_catalog(base / "project", DATASETS)) as dep:
         yield dep
 
 
@@ -218,7 +230,7 @@ def _wait_started(dep: Deployment, run_id: str) -> str:
     return wait_until(started, TIMEOUT, f"run {run_id} to start in its Slurm job", interval=0.5, on_timeout=dep.tail)
 
 
-def _wait_finished(dep: Deployment, run_id: str):
+def wait_finished(dep: Deployment, run_id: str):
     def finished():
         run = dep.instance.get_run_by_id(run_id)
         return run if run is not None and run.is_finished else None
@@ -228,12 +240,12 @@ def _wait_finished(dep: Deployment, run_id: str):
 
 def _worker_pid(dep: Deployment, run_id: str) -> int:
     """The run worker's pid, as it reported it (the job runs on this host, as the test cluster's nodes do)."""
-    found = re.search(r"Started process for run \(pid: (\d+)\)", _run_messages(dep, run_id))
-    assert found, _run_messages(dep, run_id)
+    found = re.search(r"Started process for run \(pid: (\d+)\)", run_messages(dep, run_id))
+    assert found, run_messages(dep, run_id)
     return int(found.group(1))
 
 
-def _run_messages(dep: Deployment, run_id: str) -> str:
+def run_messages(dep: Deployment, run_id: str) -> str:
     """Every event's message, and the error it carries, if any."""
     lines = []
     for event in dep.instance.all_logs(run_id):
@@ -262,27 +274,27 @@ def test_runs_whose_jobs_die_are_failed_and_terminate_is_scancel(deployment):
             # Terminate, as the UI's button sends it: the launcher scancels the job
             res = dep.web.graphql(TERMINATE, {"runId": terminated})["terminateRun"]
             assert res["__typename"] == "TerminateRunSuccess", res
-            ended = {run_id: _wait_finished(dep, run_id) for run_id in jobs}
+            ended = {run_id: wait_finished(dep, run_id) for run_id in jobs}
             seconds = took()
     report_time("3 runs failed or canceled after scancel / SIGKILL / Terminate", seconds)
 
     # a job sbatch refuses (the run's own sbatch options name no partition): the run fails at launch
-    msgs = _run_messages(dep, refused)
-    assert _wait_finished(dep, refused).status == DagsterRunStatus.FAILURE, msgs
+    msgs = run_messages(dep, refused)
+    assert wait_finished(dep, refused).status == DagsterRunStatus.FAILURE, msgs
     assert "sbatch refused" in msgs and JOB_TAG not in dep.instance.get_run_by_id(refused).tags, msgs
 
     # scancel: SIGTERM reaches the run worker, which records the interruption itself; had it not
     # managed to, the daemon's run monitoring would say "Slurm job N was cancelled"
-    msgs = _run_messages(dep, scancelled)
+    msgs = run_messages(dep, scancelled)
     assert ended[scancelled].status == DagsterRunStatus.FAILURE, msgs
     assert "interrupted" in msgs or f"Slurm job {jobs[scancelled]} was cancelled" in msgs, msgs
     # SIGKILL: nothing recorded by the worker; the daemon asks Slurm and fails the run with its words
-    msgs = _run_messages(dep, killed)
+    msgs = run_messages(dep, killed)
     print(f"--- the SIGKILLed run's event log\n{msgs}")
     assert ended[killed].status == DagsterRunStatus.FAILURE, msgs
     assert f"Slurm job {jobs[killed]} " in msgs and "Marking run" in msgs, msgs
     # Terminate: canceled, and its job is over
-    msgs = _run_messages(dep, terminated)
+    msgs = run_messages(dep, terminated)
     assert ended[terminated].status == DagsterRunStatus.CANCELED, msgs
     assert f"Slurm job {jobs[terminated]}" in msgs, msgs
     state = show_job(jobs[terminated])
@@ -309,9 +321,9 @@ def test_a_run_whose_job_is_cancelled_while_pending_ends_at_the_next_look(deploy
     job = wait_until(pending_job, TIMEOUT, "the run's job to wait in Slurm's queue", interval=0.5, on_timeout=dep.tail)
     with stopwatch() as took:
         subprocess.run(["scancel", job], check=True, timeout=30)
-        run = _wait_finished(dep, run_id)
+        run = wait_finished(dep, run_id)
         seconds = took()
     report_time("a run whose Slurm job was cancelled while pending, ended", seconds)
-    msgs = _run_messages(dep, run_id)
+    msgs = run_messages(dep, run_id)
     assert run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED), msgs
     assert f"The run never started: Slurm job {job} was cancelled" in msgs, msgs
