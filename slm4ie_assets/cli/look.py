@@ -112,7 +112,8 @@ def _decoded(text: Iterable[bytes], sidecar: Iterable[bytes] | None) -> Iterator
 def published_documents(version: PublishedVersion) -> Iterator[tuple[dict, dict | None]]:
     """The version's documents in order, read as they are asked for: a page of a bucket's version
     fetches the ranges up to it (and a little read-ahead), not the whole object."""
-    with version.open_text() as text, (version.open_sidecar() if version.sidecar else nullcontext()) as side:
+    with version.open_text(page=True) as text, \
+            (version.open_sidecar(page=True) if version.sidecar else nullcontext()) as side:
         yield from _decoded(text, side)
 
 
