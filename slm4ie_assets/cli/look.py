@@ -1,16 +1,18 @@
 """`slm4ie inspect`: read the published version (or one shard's part) and print documents, a page,
 a filtered page or a random sample of them, as text or JSON lines (`stats.py` summarises).
 
-Nothing here writes: the version is pinned by resolving `current` once, so a publish running
-meanwhile cannot mix two versions into one listing. Corpus text and names pass `output.shown`.
+Nothing here writes: the version is pinned once (store/published_reader.py: a folder's `current`
+resolved, or a bucket's newest commit record), so a publish running meanwhile cannot mix two
+versions into one listing, and a bucket's version reads the same from any host. Corpus text and
+names pass `output.shown`.
 """
 
 import argparse
 import gzip
 import itertools
-import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +21,9 @@ import orjson
 from ..catalog import DatasetSpec
 from ..extractors.drop_ledger import MAX_WARNINGS_KEPT
 from ..extractors.tsv_metadata import METADATA_MISSING
-from ..store.dataset_store import READ_ERRORS, DatasetStore, read_manifest
+from ..store.dataset_store import DatasetStore
 from ..store.manifest import Manifest
+from ..store.published_reader import PublishedVersion, published_version
 from .output import UsageError, json_text, shown, shown_lines
 from .select import Numbered, Selection, reservoir, selected
 
@@ -55,22 +58,13 @@ class NothingPublished(Exception):
     """The dataset has no published version (or no such shard part) to read."""
 
 
-@dataclass(frozen=True)
-class Published:
-    """One published version: its folder and manifest."""
-
-    folder: Path
-    manifest: Manifest
-
-
-def published(spec: DatasetSpec) -> Published:
-    store = DatasetStore(spec)
-    try:
-        folder = Path(os.path.realpath(store.current, strict=True))
-        return Published(folder, read_manifest(folder))
-    except READ_ERRORS:
-        raise NothingPublished(f"{spec.key} has no published version under {spec.output_dir} yet "
-                               f"(slm4ie extract {spec.key}, or materialize extracted/{spec.key})") from None
+def published(spec: DatasetSpec) -> PublishedVersion:
+    """The version to read (store/published_reader.py: a folder's `current`, or a bucket's newest commit)."""
+    version = published_version(spec)
+    if version is None:
+        raise NothingPublished(f"{spec.key} has no published version under {spec.output_location or spec.output_dir} "
+                               f"yet (slm4ie extract {spec.key}, or materialize extracted/{spec.key})")
+    return version
 
 
 def inspect(spec: DatasetSpec, args: argparse.Namespace) -> int:
@@ -79,7 +73,7 @@ def inspect(spec: DatasetSpec, args: argparse.Namespace) -> int:
             print_dropped(spec, published(spec), args.json)
             return 0
         docs = (shard_documents(spec, args.shard) if args.shard is not None
-                else published_documents(spec, published(spec)))
+                else published_documents(published(spec)))
     except NothingPublished as exc:
         print(f"slm4ie: {exc}", file=sys.stderr)
         return 1
@@ -108,32 +102,40 @@ def document_json(number: int, rec: dict, ann: dict | None) -> dict:
     return out
 
 
-def _pairs(text: Path, sidecar: Path | None) -> Iterator[tuple[dict, dict | None]]:
+def _decoded(text: Iterable[bytes], sidecar: Iterable[bytes] | None) -> Iterator[tuple[dict, dict | None]]:
     """Text records with the sidecar line of the same number (None without a sidecar)."""
-    with open(text, "rb") as t, (gzip.open(sidecar, "rb") if sidecar else open(os.devnull, "rb")) as s:
-        side = iter(s) if sidecar else itertools.repeat(None)
-        for line, ann in zip(t, side, strict=False):
-            yield orjson.loads(line), (orjson.loads(ann) if ann is not None else None)
+    side = iter(sidecar) if sidecar is not None else itertools.repeat(None)
+    for line, ann in zip(text, side, strict=False):
+        yield orjson.loads(line), (orjson.loads(ann) if ann is not None else None)
 
 
-def published_documents(spec: DatasetSpec, version: Published) -> Iterator[tuple[dict, dict | None]]:
-    side = version.folder / spec.sidecar_path.name
-    return _pairs(version.folder / spec.text_path.name, side if side.exists() else None)
+def published_documents(version: PublishedVersion) -> Iterator[tuple[dict, dict | None]]:
+    """The version's documents in order, read as they are asked for: a page of a bucket's version
+    fetches the ranges up to it (and a little read-ahead), not the whole object."""
+    with version.open_text(page=True) as text, \
+            (version.open_sidecar(page=True) if version.sidecar else nullcontext()) as side:
+        yield from _decoded(text, side)
 
 
 def shard_documents(spec: DatasetSpec, shard: str) -> Iterator[tuple[dict, dict | None]]:
     store = DatasetStore(spec)
     meta = store.read_part_meta(shard)
     if meta is None or meta.shard != shard:
-        manifest = store.published_manifest()
-        if manifest is None or shard not in {key for key, _ in manifest.shards}:
+        version = published_version(spec)
+        if version is None or shard not in {key for key, _ in version.manifest.shards}:
             raise UsageError(f"slm4ie inspect: no shard {shard!r} in {spec.key} (`slm4ie status {spec.key}` "
                              "lists its shard keys)")
         raise NothingPublished(f"{spec.key} has no part for shard {shard!r} (shard keys are paths under "
                                f"{spec.raw_dir}; `slm4ie stats {spec.key}` lists the published ones)")
     paths = store.part_paths(shard)
     # once a part has a sidecar it has a line per document (stubs back-filled), like the published one
-    return _pairs(paths.text, paths.annotations if meta.has_annotations else None)
+    return _part_documents(paths.text, paths.annotations if meta.has_annotations else None)
+
+
+def _part_documents(text: Path, sidecar: Path | None) -> Iterator[tuple[dict, dict | None]]:
+    """A part's documents: parts are local files, on every store (the work folder holds them)."""
+    with open(text, "rb") as t, (gzip.open(sidecar, "rb") if sidecar else nullcontext()) as s:
+        yield from _decoded(t, s)
 
 
 def print_documents(docs: list[Numbered]) -> None:
@@ -160,7 +162,7 @@ def print_tokens(ann: dict) -> None:
         print(f"  s{number}: " + shown(" ".join(tokens)))
 
 
-def print_dropped(spec: DatasetSpec, version: Published, as_json: bool = False) -> None:
+def print_dropped(spec: DatasetSpec, version: PublishedVersion, as_json: bool = False) -> None:
     """The drop ledger of the published version, then each part's warnings (file:line, reason)."""
     m = version.manifest
     lines = list(dropped_lines(spec, m))
@@ -179,7 +181,9 @@ def dropped_lines(spec: DatasetSpec, m: Manifest) -> Iterator[str]:
     store = DatasetStore(spec)
     for key, fingerprint in m.shards:
         meta = store.read_part_meta(key)
-        if meta is None or meta.fingerprint != fingerprint:
+        if meta is None:  # the warnings are kept in the parts: a bucket's version read on another host has none
+            yield f"{key}: its part is not on this host (warnings not shown)"
+        elif meta.fingerprint != fingerprint:
             yield f"{key}: its part changed since this version was published (warnings not shown)"
         elif meta.warnings:
             yield from meta.warnings

@@ -17,6 +17,7 @@ from ..engine.progress import human_bytes
 from ..store.length_stats import LengthHistogram, bucket_bounds
 from ..store.manifest import Manifest
 from ..store.preview import length_rows
+from ..store.published_reader import PublishedVersion
 from .look import Ledger, NothingPublished, published, published_documents
 from .output import UsageError, json_text, shown
 from .select import MISSING_VALUE, Selection, field_values, selected
@@ -102,13 +103,13 @@ def stats(catalog: Catalog, spec: DatasetSpec | None, args: argparse.Namespace) 
     return 0
 
 
-def grouped(spec: DatasetSpec, version, by: tuple[str, ...], as_json: bool) -> int:
+def grouped(spec: DatasetSpec, version: PublishedVersion, by: tuple[str, ...], as_json: bool) -> int:
     """Documents, characters and annotated documents per value of a field (a list counts per element)."""
     docs: Counter[str] = Counter()
     chars: Counter[str] = Counter()
     annotated: Counter[str] = Counter()
     metadata_names: set[str] = set()
-    for _number, rec, ann in selected(published_documents(spec, version), Selection()):
+    for _number, rec, ann in selected(published_documents(version), Selection()):
         if len(metadata_names) < SHOWN_NAMES:
             metadata_names.update(rec.get("metadata", ()))
         for value in field_values(rec, by):

@@ -16,6 +16,7 @@ from ..engine.pool_server import effective_workers
 from ..pipeline import plan_dataset
 from ..planning.shards import Shard
 from ..store.dataset_store import DatasetStore
+from ..store.published_reader import published_version
 from .output import json_text, shown
 from .run import say
 from .slices import Slice, slice_of
@@ -44,7 +45,8 @@ def shard_states(spec: DatasetSpec, shards: list[Shard], slices: int | None) -> 
 def published_state(spec: DatasetSpec, up_to_date: bool) -> str:
     if up_to_date:
         return "up to date"
-    return "out of date" if DatasetStore(spec).published_manifest() is not None else "never published"
+    # the version readers get: a bucket's newest commit, whatever this host's work folder holds
+    return "out of date" if published_version(spec) is not None else "never published"
 
 
 def slice_lines(rows: list[ShardStatus], slices: int, key: str) -> list[str]:

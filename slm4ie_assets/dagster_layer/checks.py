@@ -10,14 +10,14 @@ consumer reads, not what the publish step believes it wrote:
   - no_drops (WARN, D6): the drop ledger of the published version is empty;
   - sentences_match_text (WARN): on annotated documents, each sentence rebuilt from its forms and
     space_after equals the document text, sentence by sentence (dagster_layer/sentence_check.py defines it).
-The version is pinned by resolving `current` once, so a concurrent publish cannot mix two versions.
+The version is pinned once (store/published_reader.py), so a concurrent publish cannot mix two
+versions. In a bucket that is the newest commit record's version objects, the pair a reader
+following the manifest gets, not the top-level copies (which settle, not the checks, keeps whole).
 """
 
 import gzip
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import orjson
 from dagster import (
@@ -32,8 +32,9 @@ from dagster import (
 )
 
 from ..catalog import DatasetSpec
-from ..store.dataset_store import READ_ERRORS, DatasetStore, read_manifest
+from ..store.dataset_store import READ_ERRORS
 from ..store.manifest import Manifest
+from ..store.published_reader import published_version
 from .assets import extracted_key
 from .sentence_check import SentenceFindings, joins_with_newlines
 
@@ -140,19 +141,19 @@ def _loads(line: bytes):
 
 def inspect_published(spec: DatasetSpec) -> Findings:
     """Stream the published pair of `spec` once and collect what the checks report."""
-    store = DatasetStore(spec)
-    try:
-        version = Path(os.path.realpath(store.current, strict=True))
-        manifest = read_manifest(version)
-        text_fh = open(version / spec.text_path.name, "rb", buffering=1 << 20)
-    except READ_ERRORS:
+    version = published_version(spec)
+    if version is None:
         return Findings(published=False)
-    side_path = version / spec.sidecar_path.name
-    f = Findings(published=True, manifest=manifest, has_sidecar=side_path.exists())
+    try:
+        text_fh = version.open_text()
+    except READ_ERRORS:  # the folder resolved was removed by a publish meanwhile
+        return Findings(published=False)
+    manifest = version.manifest
+    f = Findings(published=True, manifest=manifest, has_sidecar=version.sidecar is not None)
     if f.has_sidecar != manifest.has_sidecar:
         f.aligned.add(f"the manifest says has_sidecar={manifest.has_sidecar} but the sidecar file "
                       f"{'exists' if f.has_sidecar else 'is missing'}")
-    side_fh = gzip.open(side_path, "rb") if f.has_sidecar else None
+    side_fh = version.open_sidecar() if f.has_sidecar else None
     try:
         with text_fh:
             _stream_pair(f, spec, text_fh, iter(side_fh) if side_fh is not None else None)
