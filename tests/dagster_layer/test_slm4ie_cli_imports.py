@@ -41,7 +41,8 @@ def slm4ie(args: list[str], config: Path, dagster_home: Path | None = None) -> t
     return res, modules
 
 
-IMPORT_RECORD = re.compile(r"import time:\s+(?:self \[us\]|\d+) \|\s+(?:cumulative|\d+) \|[^\S\n]*(?:imported package|\S*)")
+IMPORT_RECORD = re.compile(r"import time:\s+(?:self \[us\]|\d+) \|\s+(?:cumulative|\d+) \|"
+                           r"[^\S\n]*(?:imported package|\S*)")
 
 
 def messages(res: subprocess.CompletedProcess) -> list[str]:
