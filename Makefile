@@ -52,11 +52,11 @@ lint: venv
 schema: venv
 	$(BIN)/python -m slm4ie_assets.catalog.json_schema
 
-# Four pytest processes (pytest-xdist; a test module stays in one, so its fixtures are set up once):
-# most of the slow tests wait on subprocesses, daemons, polls and the local S3 server. With three, a
-# full run on 2 cores used 1.15 cores on average (881 CPU-s in 763 s): the machine still half idle.
+# Three pytest processes (pytest-xdist; a test module stays in one, so its fixtures are set up once):
+# most of the slow tests wait on subprocesses, daemons and polls. Four were slower on 2 cores (each
+# test took ~1.4x as long: 956 s against ~700 s for the suite in a fresh-clone CI run).
 test: lint
-	$(BIN)/python -m pytest -q -n 4 --dist loadfile
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile
 
 # Debian's chromium and postgresql for the browser and Postgres tests (they install these themselves
 # when missing; CI calls this first so an install failure shows up on its own).

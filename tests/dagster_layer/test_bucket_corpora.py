@@ -1,6 +1,10 @@
 """Issue 42, done when: the shared corpora extracted from a bucket to a bucket, from the CLI with 2
 workers and from the literal `dagster asset materialize` with s3:// paths, equal
-shared/corpora/expected; a second run writes no object. Against the local S3 server."""
+shared/corpora/expected; a second run writes no object. Against the local S3 server.
+
+`make test-long` runs these (about 30 s each alone, 70-135 s under CI's load); CI runs the bundled
+examples and the bench corpus through a bucket (tests/core/test_bucket_pipeline.py) and the literal
+command on one dataset (test_bucket_dagster_cli.py), to keep the whole CI run within 15 minutes."""
 
 import subprocess
 
@@ -12,7 +16,7 @@ from support.corpora import load_compare_outputs
 from support.dagster_cli import dagster_env, run_dagster
 from support.paths import CORPORA, VENV_BIN
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.long
 
 
 def _corpora_in_bucket(s3_bucket, tmp_path):

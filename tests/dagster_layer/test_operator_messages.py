@@ -48,9 +48,9 @@ def bad_catalog(tmp_path) -> dict:
 @pytest.mark.parametrize("command", [
     ["dg", "check", "defs"],
     ["dg", "launch", "--assets", "extracted/kas"],
-    ["dagster", "asset", "materialize", "--select", "extracted/kas"],
-    ["dagster", "definitions", "validate"],
-], ids=lambda c: " ".join(c[:2]))
+    pytest.param(["dagster", "asset", "materialize", "--select", "extracted/kas"], marks=pytest.mark.long),
+    pytest.param(["dagster", "definitions", "validate"], marks=pytest.mark.long),
+], ids=lambda c: " ".join(c[:2]))  # CI: dg's two; `make test-long`: dagster's two as well (CI time)
 def test_a_bad_catalog_is_its_file_line_list_once_without_a_traceback(bad_catalog, command):
     rc, lines = run(command, bad_catalog)
     text = "\n".join(lines)

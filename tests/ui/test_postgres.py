@@ -353,6 +353,7 @@ def _extracted_runs(instance) -> list:
             if any(k.path == ["extracted", FAN_KEY] for k in r.dagster_run.asset_selection or ())]
 
 
+@pytest.mark.long  # ~190 s under CI's load; fan-out itself: dagster_layer/test_fan_out.py in CI
 def test_a_shard_backfill_fans_out_into_concurrent_runs_and_publishes_once(postgres, tmp_path, monkeypatch):
     """UI "Materialize all" on shards/fan: 8 shards, at most 2 per run -> 4 runs, at least 2 of them in
     progress at once (the test holds the first shard lock of every run, so each one waits inside its
