@@ -115,6 +115,7 @@ def test_daemon_sensor_extracts_a_dropped_file_and_republishes(tmp_path, request
 
 
 @pytest.mark.slow
+@pytest.mark.long  # CI time; the settle rule itself: test_sensors.py and test_raw_arrival.py in CI
 def test_daemon_plans_a_file_only_once_its_writer_is_done(tmp_path, request):
     """A real writer appends to b.jsonl, each record in two halves, while the real daemon ticks; the
     sensor skips ("still arriving") until the file settles, then extracts it once, whole."""

@@ -167,6 +167,7 @@ def test_dg_check_defs_and_list_defs_see_the_catalog(project):
     assert "datasets.kas.domain: missing" in res.stdout + res.stderr
 
 
+@pytest.mark.long  # CI time (~70 s); dg launch runs in CI through the README tour
 def test_dg_launch_publishes_the_same_bytes_as_the_literal_dagster_command(project):
     raw = project / "raw"
     # the literal command as the README has it (the venv's start-up hook supplies the module), into a/

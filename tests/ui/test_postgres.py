@@ -234,6 +234,7 @@ def register_shard_partitions(instance, catalog) -> dict:
     return keys
 
 
+@pytest.mark.long  # CI time (~90 s); in CI: test_cli_materialize_on_postgres, the daemon via tests/slurm
 def test_shard_backfill_runs_concurrently_under_the_daemon_on_postgres(postgres, sqlite_reference, tmp_path,
                                                                       monkeypatch):
     """The deployment topology on the Postgres instance: `dagster-webserver` and `dagster-daemon run`
