@@ -95,6 +95,7 @@ def location_error(port: int) -> dict | None:
     return error if error and error["__typename"] == "PythonError" else None
 
 
+@pytest.mark.long  # CI time (~40 s); a bad catalog's one message stays in CI through dg check and dg launch
 def test_dg_dev_shows_a_bad_catalog_as_the_location_error_with_one_frame_of_ours(tmp_path):
     """The UI's code-location error: Dagster always keeps a stack there; ours is the one `raise`."""
     (tmp_path / "raw" / "kas").mkdir(parents=True)
