@@ -1,7 +1,7 @@
 """Paired, interleaved runs of several trees of this repository on the same inputs: wall and
 process-tree CPU of each configuration, medians, and each tree's ratios to the first tree's.
 
-    python -m bench.paired --trees new=.,old=/work/tmp-55b55f4 --configs text:300:1:0:1,text:300:1:default:2
+    python -m bench.paired --trees new=.,old=<a worktree of 55b55f4> --configs text:300:1:0:1,text:300:1:default:2
                            [--runs 5] [--data DIR] [--out FILE]
 
 A tree is a checkout of this repository with its own `.venv` (`git worktree add DIR COMMIT`, then

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from ..catalog import DatasetSpec
 from ..storage.base import Store
-from ..storage.mirror import mirror, mirrorable
+from ..storage.mirror import changed_objects, mirror, mirrorable
 from ..storage.mirror_state import load_state
 from ..storage.urls import open_store
 from ..utils.byte_units import human_bytes
@@ -94,14 +94,10 @@ class MirroredBucket:
         assert spec.mirror_state is not None
         store = self.open()
         mirrored = load_state(spec.mirror_state, store.url).files
-        now = {o.name: o for o in store.list()}
-        for name, was in sorted(mirrored.items()):
-            obj = now.get(name)
-            if obj is None or (obj.size, obj.tag) != (was.size, was.tag):
-                what = "was removed" if obj is None else "was replaced"
-                raise InputChanged(f"dataset {spec.key!r}: {self.location.rstrip('/')}/{name} {what} during the run "
-                                   "(nothing was published to the output; run again to extract what it holds now)",
-                                   name)
+        for name, obj in changed_objects(store, {n: (f.size, f.tag) for n, f in mirrored.items()})[:1]:
+            what = "was removed" if obj is None else "was replaced"
+            raise InputChanged(f"dataset {spec.key!r}: {self.location.rstrip('/')}/{name} {what} during the run "
+                               "(nothing was published to the output; run again to extract what it holds now)", name)
 
     def changes(self, spec: DatasetSpec, previous: Look, now_ns: int | None = None) -> ListingChanges:
         assert spec.mirror_state is not None

@@ -24,7 +24,7 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,9 +89,15 @@ def changed_since(store: Store, report: MirrorReport) -> list[str]:
     """The mirrored objects whose size or tag changed, or that vanished, since `report`'s mirror: the
     inputs a run must not publish from (InputChanged). New objects are not changes: a later run
     plans them, as a file copied into a raw folder during a run is."""
+    return [name for name, _now in changed_objects(store, {o.name: (o.size, o.tag) for o in report.mirrored})]
+
+
+def changed_objects(store: Store, copied: Mapping[str, tuple[int, str]]) -> list[tuple[str, StoredObject | None]]:
+    """Each name of `copied` (name -> size and tag when copied) whose object now differs, with what it
+    is now (None: gone), in name order; one listing of the store."""
     now = {o.name: o for o in store.list()}
-    return sorted(o.name for o in report.mirrored
-                  if o.name not in now or (now[o.name].size, now[o.name].tag) != (o.size, o.tag))
+    return [(name, now.get(name)) for name, was in sorted(copied.items())
+            if name not in now or (now[name].size, now[name].tag) != was]
 
 
 # ----------------------------------------------------------------------------- listing and plan

@@ -23,7 +23,7 @@ from .dataset_store import DatasetStore, read_manifest
 from .lease import Lease
 from .locks import dataset_lock
 from .remote_publish import LocalVersion, needs_nothing, publish_version, settle
-from .remote_versions import published_matches, read_published
+from .remote_versions import published_matches, read_published, record_matches
 
 Log = Callable[[str], None]
 
@@ -80,15 +80,15 @@ class StoreTarget:
         else upload the local version and commit it."""
         spec = dataset.spec
         store = self.open()
-        if not force and published_matches(store, spec.key, spec.recipe, shards, discovery) \
-                and needs_nothing(store, spec.key):
-            record = read_published(store, spec.key)
-            return Delivery(self.location, record.seq if record else 0, skipped=True)
+        newest = read_published(store, spec.key)  # read once for both looks at it
+        if not force and record_matches(newest, spec.recipe, shards, discovery) \
+                and needs_nothing(store, spec.key, newest):
+            return Delivery(self.location, newest.seq if newest else 0, skipped=True)
         with dataset_lock(dataset.lock, spec.key, log=log, shared=True), Lease(store, spec.key, log=log) as lease:
-            if not force and published_matches(store, spec.key, spec.recipe, shards, discovery):
+            newest = read_published(store, spec.key)  # again under the lease: another run may have committed
+            if not force and record_matches(newest, spec.recipe, shards, discovery):
                 settle(store, spec.key, lease)
-                record = read_published(store, spec.key)
-                return Delivery(self.location, record.seq if record else 0, skipped=True)
+                return Delivery(self.location, newest.seq if newest else 0, skipped=True)
             version = dataset.current.resolve()
             manifest = read_manifest(version)
             sidecar = version / spec.sidecar_path.name

@@ -189,11 +189,10 @@ def settle_top_level(store: Store, layout: RemoteLayout, record: CommitRecord, l
     return True
 
 
-def needs_nothing(store: Store, key: str) -> bool:
-    """The newest commit's version is whole and the top-level copies are its own: a run that would
-    skip has nothing to settle, so it takes no lease and writes nothing (a second run rewrites no
-    object). Anything else (leftovers aside) is settled under the lease."""
-    record = read_published(store, key)
+def needs_nothing(store: Store, key: str, record: CommitRecord | None) -> bool:
+    """`record` (the newest commit, as read) is whole and the top-level copies are its own: a run that
+    would skip has nothing to settle, so it takes no lease and writes nothing (a second run rewrites
+    no object). Anything else (leftovers aside) is settled under the lease."""
     return record is not None and _top_level_holds(store, RemoteLayout(key), record)
 
 

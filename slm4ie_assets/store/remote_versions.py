@@ -182,7 +182,12 @@ def published_matches(store: Store, key: str, recipe: str, shards: Sequence[Shar
     """Skip-unless-force: the published version names exactly these shards (keys and fingerprints)
     and recipe (and, given `discovery`, the same first discovery warnings), as on a disk
     (`DatasetStore.is_published`). The top-level copies are made right by `settle` either way."""
-    record = read_published(store, key)
+    return record_matches(read_published(store, key), recipe, shards, discovery)
+
+
+def record_matches(record: CommitRecord | None, recipe: str, shards: Sequence[Shard],
+                   discovery: list[str] | None = None) -> bool:
+    """`published_matches` on a record the caller has already read."""
     if record is None:
         return False
     manifest = record.manifest
